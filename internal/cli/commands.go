@@ -1,0 +1,7 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+// subcommands lists the constructors of every top-level command, in the
+// order help shows them.
+var subcommands = []func() *cobra.Command{}

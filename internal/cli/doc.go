@@ -1,0 +1,17 @@
+// Package cli is the gobtrfs command line: one file per subcommand, each a
+// thin layer of flag parsing and printing over the library packages.
+//
+// Exit codes, which scripts may rely on:
+//
+//	0  success
+//	1  the operation failed, or (extract) finished but could not read
+//	   everything; the reasons are on standard error
+//	2  usage error: unknown command, bad flag or argument
+//
+// Arguments of the form IMAGE:PATH name a path inside the filesystem in an
+// image file or block device; other devices of a multi-device filesystem
+// are given with -d/--device (repeatable).
+//
+// This package must never hold global state: Main builds a fresh command
+// tree for every call, so tests run commands in parallel.
+package cli

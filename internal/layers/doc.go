@@ -1,0 +1,19 @@
+// Package layers holds no code: its test enforces the project's import
+// graph, so the architecture cannot drift silently.
+//
+// Each package has a rank; a package may import only packages of a lower
+// rank. Ranks, bottom up:
+//
+//	0  internal/disk, internal/compress, internal/invariants   format and pure codecs
+//	1  internal/blockdev                                       devices, cache
+//	2  internal/chunk                                          logical -> physical
+//	3  internal/ctree                                          the B-tree
+//	4  internal/alloc, internal/txn, internal/bench            allocation, transactions, workloads
+//	5  btrfs (the module root)                                 the filesystem
+//	6  mkfs, check, fuse, internal/dump                        tools over the filesystem
+//	7  internal/cli                                            the command line
+//	8  cmd/gobtrfs
+//
+// In addition check never imports the writer (txn, alloc), and
+// internal/btrfstest is imported by tests only.
+package layers

@@ -1,0 +1,72 @@
+package layers
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gobtrfs/btrfs"
+
+var rank = map[string]int{
+	"internal/disk": 0, "internal/compress": 0, "internal/invariants": 0,
+	"internal/blockdev": 1,
+	"internal/chunk":    2,
+	"internal/ctree":    3,
+	"internal/alloc":    4, "internal/txn": 4, "internal/bench": 4,
+	"":     5,
+	"mkfs": 6, "check": 6, "fuse": 6, "internal/dump": 6,
+	"internal/cli": 7,
+	"cmd/gobtrfs":  8,
+}
+
+// forbidden lists imports that ranks alone would allow but the design does not.
+var forbidden = map[string][]string{
+	"check": {"internal/txn", "internal/alloc"},
+}
+
+func TestLayering(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := rel(fields[0])
+		if pkg == "internal/layers" || pkg == "internal/btrfstest" {
+			continue
+		}
+		r, ok := rank[pkg]
+		if !ok {
+			t.Errorf("package %s has no rank: add it to internal/layers", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := rel(imp)
+			if dep == "internal/btrfstest" {
+				t.Errorf("%s imports the test harness %s outside tests", pkg, dep)
+				continue
+			}
+			dr, ok := rank[dep]
+			if !ok {
+				t.Errorf("package %s has no rank: add it to internal/layers", dep)
+				continue
+			}
+			if dr >= r {
+				t.Errorf("%s (rank %d) imports %s (rank %d): imports must point down", pkg, r, dep, dr)
+			}
+			for _, f := range forbidden[pkg] {
+				if dep == f {
+					t.Errorf("%s must never import %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
+
+func rel(path string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+}
