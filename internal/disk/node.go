@@ -199,6 +199,33 @@ func (n Node) Check(p BlockParams, e Expect) error {
 	if !p.CsumType.VerifyBlock(n) {
 		return fail("checksum mismatch")
 	}
+	if err := n.CheckExpect(p, e); err != nil {
+		return err
+	}
+	h := n.Header()
+	var err error
+	if h.Level == 0 {
+		err = n.checkLeaf(p.NodeSize)
+	} else {
+		err = n.checkNode(p.NodeSize)
+	}
+	if err != nil {
+		return fail("%s", err.Error())
+	}
+	return nil
+}
+
+// CheckExpect verifies only the header against the filesystem and the
+// reader's expectations (bytenr, fsid, level, generation, owner, first key):
+// what must be re-checked when a block already verified once is met again
+// through another pointer.
+func (n Node) CheckExpect(p BlockParams, e Expect) error {
+	fail := func(format string, args ...any) error {
+		return &CorruptError{Logical: e.Bytenr, Tree: e.Owner, What: fmt.Sprintf(format, args...)}
+	}
+	if len(n) < HeaderSize {
+		return fail("block of %d bytes", len(n))
+	}
 	h := n.Header()
 	if h.Bytenr != e.Bytenr {
 		return fail("header bytenr %d, want %d", h.Bytenr, e.Bytenr)
@@ -218,16 +245,7 @@ func (n Node) Check(p BlockParams, e Expect) error {
 	if e.Owner != 0 && !e.OwnerAny && h.Owner != e.Owner {
 		return fail("owner %s, want %s", h.Owner.TreeName(), e.Owner.TreeName())
 	}
-	var err error
-	if h.Level == 0 {
-		err = n.checkLeaf(p.NodeSize)
-	} else {
-		err = n.checkNode(p.NodeSize)
-	}
-	if err != nil {
-		return fail("%s", err.Error())
-	}
-	if e.FirstKey != nil && h.NumItems > 0 && n.Key(0) != *e.FirstKey {
+	if e.FirstKey != nil && h.NumItems > 0 && len(n) >= HeaderSize+KeyPtrSize && n.Key(0) != *e.FirstKey {
 		return fail("first key %v, parent says %v", n.Key(0), *e.FirstKey)
 	}
 	return nil

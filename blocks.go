@@ -1,0 +1,123 @@
+package btrfs
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/chunk"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// logicalReader reads logical ranges with mirror fallback. The range is
+// read in pieces that each lie in one stripe element; verify judges one
+// copy of a piece (at its logical address), and a copy it rejects is
+// replaced by the next mirror or a parity rebuild. verify may be nil.
+type logicalReader interface {
+	ReadLogical(p []byte, logical disk.LogicalAddr, verify chunk.VerifyFunc) error
+}
+
+// blockReader hands out verified tree blocks (ctree.Reader). A block is
+// fully verified (checksum, structure, item rules) the first time it is
+// read; later readers through other pointers re-check only the header
+// against their own expectations.
+type blockReader struct {
+	lr     logicalReader
+	params disk.BlockParams
+	items  disk.ItemCheckParams
+
+	mu    sync.Mutex
+	lru   *list.List // of *cachedBlock, most recent first; protected by mu
+	index map[disk.LogicalAddr]*list.Element
+	max   int // blocks kept
+}
+
+type cachedBlock struct {
+	addr disk.LogicalAddr
+	node disk.Node
+}
+
+func newBlockReader(lr logicalReader, p disk.BlockParams, items disk.ItemCheckParams, cacheBytes int64) *blockReader {
+	max := int(cacheBytes / int64(p.NodeSize))
+	if max < 16 {
+		max = 16
+	}
+	return &blockReader{lr: lr, params: p, items: items, lru: list.New(),
+		index: make(map[disk.LogicalAddr]*list.Element), max: max}
+}
+
+// ReadBlock implements ctree.Reader.
+func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	if n := br.cached(addr); n != nil {
+		if err := n.CheckExpect(br.params, e); err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+	if uint64(addr)%uint64(br.items.SectorSize) != 0 {
+		return nil, &disk.CorruptError{Logical: addr, Tree: e.Owner, What: "tree block address not sector aligned"}
+	}
+	buf := make([]byte, br.params.NodeSize)
+	// A copy whose checksum or address is wrong is rejected so the chunk
+	// layer tries the next mirror; the full check runs on the copy kept.
+	// Tree blocks never cross a stripe element, so the piece is the block.
+	verify := func(_ disk.LogicalAddr, b []byte) bool {
+		return len(b) == len(buf) && br.params.CsumType.VerifyBlock(b) && disk.Node(b).Bytenr() == addr
+	}
+	if err := br.lr.ReadLogical(buf, addr, verify); err != nil {
+		return nil, fmt.Errorf("read tree block %d (tree %s): %w", addr, e.Owner.TreeName(), err)
+	}
+	n := disk.Node(buf)
+	if err := n.Check(br.params, e); err != nil {
+		return nil, err
+	}
+	if n.IsLeaf() {
+		ip := br.items
+		ip.Tree = n.Owner()
+		if err := disk.CheckLeafItems(n, ip); err != nil {
+			return nil, locate(err, addr, n.Owner())
+		}
+	}
+	br.insert(addr, n)
+	return n, nil
+}
+
+// locate fills the block address and tree into a corruption error that
+// knows only the key.
+func locate(err error, addr disk.LogicalAddr, tree disk.ObjectID) error {
+	if ce, ok := err.(*disk.CorruptError); ok {
+		c := *ce
+		if c.Logical == 0 {
+			c.Logical = addr
+		}
+		if c.Tree == 0 {
+			c.Tree = tree
+		}
+		return &c
+	}
+	return err
+}
+
+func (br *blockReader) cached(addr disk.LogicalAddr) disk.Node {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if el, ok := br.index[addr]; ok {
+		br.lru.MoveToFront(el)
+		return el.Value.(*cachedBlock).node
+	}
+	return nil
+}
+
+func (br *blockReader) insert(addr disk.LogicalAddr, n disk.Node) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if _, ok := br.index[addr]; ok {
+		return
+	}
+	br.index[addr] = br.lru.PushFront(&cachedBlock{addr, n})
+	for br.lru.Len() > br.max {
+		old := br.lru.Back()
+		br.lru.Remove(old)
+		delete(br.index, old.Value.(*cachedBlock).addr)
+	}
+}

@@ -1,0 +1,198 @@
+package btrfs
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/compress"
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// maxCompressedRAM is the most file data one compressed extent may hold
+// (BTRFS_MAX_UNCOMPRESSED); anything larger is corrupt, which also bounds
+// what decompression allocates.
+const maxCompressedRAM = 128 << 10
+
+// readExtent fills dst with the file bytes starting at file offset off,
+// which lie inside extent e.
+func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64) error {
+	fe := &e.fe
+	rel := off - e.start
+	switch {
+	case fe.Type == disk.FileExtentInline:
+		data := fe.InlineData
+		if fe.Compression != disk.CompressNone {
+			var err error
+			if data, err = fsys.decompress(in, e, fe.InlineData, fe.RAMBytes); err != nil {
+				return err
+			}
+		}
+		n := 0
+		if rel < uint64(len(data)) {
+			n = copy(dst, data[rel:])
+		}
+		clear(dst[n:])
+		return nil
+	case fe.Type == disk.FileExtentPrealloc || fe.DiskBytenr == 0:
+		clear(dst)
+		return nil
+	case fe.Compression != disk.CompressNone:
+		data, err := fsys.compressedExtent(in, e)
+		if err != nil {
+			return err
+		}
+		pos := fe.Offset + rel
+		n := 0
+		if pos < uint64(len(data)) {
+			n = copy(dst, data[pos:])
+		}
+		clear(dst[n:])
+		return nil
+	}
+	return fsys.readPlain(in, fe, dst, fe.Offset+rel)
+}
+
+// readPlain reads uncompressed extent bytes starting at pos within the
+// extent, reading whole sectors so each can be checked against its csum.
+func (fsys *FS) readPlain(in *inode, fe *disk.FileExtentItem, dst []byte, pos uint64) error {
+	ss := uint64(fsys.sb.SectorSize)
+	logical := uint64(fe.DiskBytenr) + pos
+	a := logical / ss * ss
+	b := (logical + uint64(len(dst)) + ss - 1) / ss * ss
+	var buf []byte
+	if a == logical && b == logical+uint64(len(dst)) {
+		buf = dst
+	} else {
+		buf = make([]byte, b-a)
+	}
+	if err := fsys.readData(in, buf, disk.LogicalAddr(a)); err != nil {
+		return err
+	}
+	if &buf[0] != &dst[0] {
+		copy(dst, buf[logical-a:])
+	}
+	return nil
+}
+
+// compressedExtent returns the decoded bytes of a compressed extent,
+// through a small cache so sequential reads decode each extent once.
+func (fsys *FS) compressedExtent(in *inode, e *extent) ([]byte, error) {
+	fe := &e.fe
+	key := extentKey{fe.DiskBytenr, fe.DiskNumBytes}
+	if data := fsys.ext.get(key); data != nil {
+		return data, nil
+	}
+	if fe.DiskNumBytes == 0 || fe.DiskNumBytes > maxCompressedRAM || fe.DiskNumBytes%uint64(fsys.sb.SectorSize) != 0 {
+		return nil, fsys.extentCorrupt(in, e, fmt.Sprintf("compressed extent of %d bytes on disk", fe.DiskNumBytes))
+	}
+	raw := make([]byte, fe.DiskNumBytes)
+	if err := fsys.readData(in, raw, fe.DiskBytenr); err != nil {
+		return nil, err
+	}
+	data, err := fsys.decompress(in, e, raw, fe.RAMBytes)
+	if err != nil {
+		return nil, err
+	}
+	fsys.ext.put(key, data)
+	return data, nil
+}
+
+// decompress decodes src into ram bytes.
+func (fsys *FS) decompress(in *inode, e *extent, src []byte, ram uint64) ([]byte, error) {
+	if ram > maxCompressedRAM {
+		return nil, fsys.extentCorrupt(in, e, fmt.Sprintf("compressed extent holds %d bytes", ram))
+	}
+	out := make([]byte, ram)
+	if err := compress.Decompress(compress.Type(e.fe.Compression), out, src, int(fsys.sb.SectorSize)); err != nil {
+		return nil, fsys.extentCorrupt(in, e, fmt.Sprintf("%s data: %v", e.fe.Compression, err))
+	}
+	return out, nil
+}
+
+func (fsys *FS) extentCorrupt(in *inode, e *extent, what string) error {
+	k := disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}
+	return &disk.CorruptError{Logical: e.fe.DiskBytenr, Tree: in.sv.id, Key: &k, What: what}
+}
+
+// readData reads sector-aligned data at logical into buf, verifying every
+// sector against the csum tree unless the inode is NODATASUM, and falling
+// back to other copies on a mismatch.
+func (fsys *FS) readData(in *inode, buf []byte, logical disk.LogicalAddr) error {
+	if in.item.Flags&disk.InodeNoDataSum != 0 || fsys.opts.NoDataChecksums || fsys.csumRoot.Addr == 0 {
+		return fsys.data.ReadLogical(buf, logical, nil)
+	}
+	ss := uint64(fsys.sb.SectorSize)
+	sums, err := fsys.csums(logical, uint64(len(buf))/ss)
+	if err != nil {
+		return err
+	}
+	csize := fsys.sb.CsumType.Size()
+	var scratch [disk.CsumFieldSize]byte
+	bad := disk.LogicalAddr(0)
+	verify := func(at disk.LogicalAddr, b []byte) bool {
+		for o := uint64(0); o+ss <= uint64(len(b)); o += ss {
+			i := (uint64(at) - uint64(logical) + o) / ss
+			want := sums[i*uint64(csize) : (i+1)*uint64(csize)]
+			if !bytes.Equal(fsys.sb.CsumType.Sum(scratch[:0], b[o:o+ss]), want) {
+				bad = at + disk.LogicalAddr(o)
+				return false
+			}
+		}
+		return true
+	}
+	if err := fsys.data.ReadLogical(buf, logical, verify); err != nil {
+		k := disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}
+		what := "data read failed"
+		if bad != 0 {
+			what = fmt.Sprintf("data checksum mismatch at logical %d in every copy", bad)
+		}
+		return &disk.CorruptError{Logical: logical, Tree: in.sv.id, Key: &k, What: what, Err: err}
+	}
+	return nil
+}
+
+// csums returns the checksums of n sectors starting at logical, from the
+// csum tree. A sector without a checksum is corruption (the kernel's
+// "csum hole found").
+func (fsys *FS) csums(logical disk.LogicalAddr, n uint64) ([]byte, error) {
+	ss := uint64(fsys.sb.SectorSize)
+	csize := uint64(fsys.sb.CsumType.Size())
+	out := make([]byte, 0, n*csize)
+	c := ctree.NewCursor(fsys.blocks, fsys.csumRoot)
+	pos := uint64(logical)
+	end := pos + n*ss
+	ok, err := c.SeekLE(disk.Key{ObjectID: disk.ExtentCsumObjectID, Type: disk.ExtentCsumKey, Offset: pos})
+	if err == nil && !ok {
+		ok, err = c.First()
+	}
+	for ; ok && err == nil && pos < end; ok, err = c.Next() {
+		k := c.Key()
+		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
+			if k.ObjectID > disk.ExtentCsumObjectID {
+				break
+			}
+			continue
+		}
+		data := c.Data()
+		itemEnd := k.Offset + uint64(len(data))/csize*ss
+		if itemEnd <= pos {
+			continue
+		}
+		if k.Offset > pos {
+			break
+		}
+		for pos < end && pos < itemEnd {
+			i := (pos - k.Offset) / ss
+			out = append(out, data[i*csize:(i+1)*csize]...)
+			pos += ss
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pos < end {
+		return nil, &disk.CorruptError{Logical: disk.LogicalAddr(pos), Tree: disk.CsumTreeObjectID, What: "csum hole: no checksum for data sector"}
+	}
+	return out, nil
+}

@@ -1,0 +1,99 @@
+package btrfs
+
+import (
+	"bytes"
+	"io/fs"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// dirEntry is one name in a directory, as DIR_INDEX or DIR_ITEM records it.
+type dirEntry struct {
+	name  string
+	typ   disk.FileType
+	loc   disk.Key // (ino, INODE_ITEM, 0) or (subvol id, ROOT_ITEM, x)
+	index uint64   // DIR_INDEX sequence, 0 when found by hash
+}
+
+// lookup finds name in directory dir through the DIR_ITEM hash bucket.
+func (fsys *FS) lookup(dir *inode, name string) (*dirEntry, bool, error) {
+	k := disk.Key{ObjectID: dir.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(name))}
+	data, ok, err := fsys.lookupItem(dir.sv.root, k)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	items, err := disk.ParseDirItems(data)
+	if err != nil {
+		return nil, false, &disk.CorruptError{Tree: dir.sv.id, Key: &k, What: "dir item", Err: err}
+	}
+	for _, it := range items {
+		if bytes.Equal(it.Name, []byte(name)) {
+			return &dirEntry{name: name, typ: it.Type, loc: it.Location}, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// resolveEntry loads the inode a directory entry points to, entering a
+// subvolume when the entry is one.
+func (fsys *FS) resolveEntry(dir *inode, e *dirEntry) (*inode, error) {
+	switch e.loc.Type {
+	case disk.InodeItemKey:
+		return fsys.loadInode(dir.sv, e.loc.ObjectID)
+	case disk.RootItemKey:
+		sv, err := fsys.subvolume(e.loc.ObjectID)
+		if err != nil {
+			return nil, err
+		}
+		return fsys.loadInode(sv, sv.dirID)
+	}
+	loc := e.loc
+	return nil, &disk.CorruptError{Tree: dir.sv.id, Key: &loc, What: "directory entry " + e.name + " points to an unknown key type"}
+}
+
+// readDir lists a directory's entries in DIR_INDEX order (creation order,
+// as the kernel's readdir returns them), starting after index from.
+// n <= 0 means all.
+func (fsys *FS) readDir(dir *inode, from uint64, n int) ([]*dirEntry, error) {
+	c := fsys.cursor(dir.sv.root)
+	start := disk.Key{ObjectID: dir.ino, Type: disk.DirIndexKey, Offset: from + 1}
+	var out []*dirEntry
+	ok, err := c.Seek(start)
+	for ; ok && err == nil; ok, err = c.Next() {
+		k := c.Key()
+		if k.ObjectID != dir.ino || k.Type != disk.DirIndexKey {
+			break
+		}
+		items, perr := disk.ParseDirItems(c.Data())
+		if perr != nil || len(items) != 1 {
+			return out, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: dir.sv.id, Key: &k, What: "dir index", Err: perr}
+		}
+		it := items[0]
+		out = append(out, &dirEntry{name: string(it.Name), typ: it.Type, loc: it.Location, index: k.Offset})
+		if n > 0 && len(out) == n {
+			break
+		}
+	}
+	return out, err
+}
+
+// fsDirEntry implements fs.DirEntry, loading the inode only for Info.
+type fsDirEntry struct {
+	fsys *FS
+	dir  *inode
+	e    *dirEntry
+}
+
+func (d *fsDirEntry) Name() string { return d.e.name }
+func (d *fsDirEntry) IsDir() bool  { return d.e.typ.Base() == disk.FtDir }
+func (d *fsDirEntry) Type() fs.FileMode {
+	return fileMode(d.e.typ.Base().Mode()).Type()
+}
+func (d *fsDirEntry) Info() (fs.FileInfo, error) {
+	in, err := d.fsys.resolveEntry(d.dir, d.e)
+	if err != nil {
+		return nil, err
+	}
+	return &fileInfo{name: d.e.name, in: in}, nil
+}
+func (d *fsDirEntry) String() string { return fs.FormatDirEntry(d) }

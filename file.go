@@ -1,0 +1,219 @@
+package btrfs
+
+import (
+	"io"
+	"io/fs"
+	"sync"
+	"syscall"
+)
+
+// Whence values for Seek beyond io.SeekStart/Current/End, as Linux lseek.
+const (
+	SeekData = 3 // the next offset >= off that holds data
+	SeekHole = 4 // the next offset >= off in a hole (EOF counts as a hole)
+)
+
+// File is an open file or directory of an FS. It implements fs.File,
+// fs.ReadDirFile, io.ReaderAt and io.Seeker (with SeekData and SeekHole).
+type File struct {
+	fsys *FS
+	name string
+	in   *inode
+
+	extOnce sync.Once
+	exts    []extent
+	extErr  error
+
+	mu      sync.Mutex // guards off and dirPos
+	off     int64
+	dirPos  uint64 // last DIR_INDEX returned by ReadDir
+	dirDone bool
+	closed  bool
+}
+
+// Stat returns the file's FileInfo.
+func (f *File) Stat() (fs.FileInfo, error) { return &fileInfo{name: baseName(f.name), in: f.in}, nil }
+
+// Close marks the file closed; later calls fail with fs.ErrClosed.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return fs.ErrClosed
+	}
+	f.closed = true
+	return nil
+}
+
+func (f *File) extents() ([]extent, error) {
+	f.extOnce.Do(func() { f.exts, f.extErr = f.fsys.loadExtents(f.in) })
+	return f.exts, f.extErr
+}
+
+func (f *File) pathErr(op string, err error) error {
+	return &fs.PathError{Op: op, Path: f.name, Err: err}
+}
+
+// ReadAt reads len(p) bytes at offset off; safe for concurrent use.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if f.in.isDir() {
+		return 0, f.pathErr("read", syscall.EISDIR)
+	}
+	if off < 0 {
+		return 0, f.pathErr("read", fs.ErrInvalid)
+	}
+	size := int64(f.in.item.Size)
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := p
+	if int64(len(p)) > size-off {
+		want = p[:size-off]
+	}
+	if err := f.readAt(want, uint64(off)); err != nil {
+		return 0, f.pathErr("read", err)
+	}
+	if len(want) < len(p) {
+		return len(want), io.EOF
+	}
+	return len(want), nil
+}
+
+// readAt fills p from file offset off, which lies within i_size.
+func (f *File) readAt(p []byte, off uint64) error {
+	exts, err := f.extents()
+	if err != nil {
+		return err
+	}
+	i := findExtent(exts, off)
+	for len(p) > 0 {
+		if i >= len(exts) || exts[i].start >= off+uint64(len(p)) {
+			clear(p) // a hole up to the end of the request
+			return nil
+		}
+		e := &exts[i]
+		if e.start > off { // a hole before the next extent
+			n := e.start - off
+			clear(p[:n])
+			p, off = p[n:], e.start
+		}
+		n := min(uint64(len(p)), e.start+e.length-off)
+		if err := f.fsys.readExtent(f.in, e, p[:n], off); err != nil {
+			return err
+		}
+		p, off = p[n:], off+n
+		i++
+	}
+	return nil
+}
+
+// Read reads from the current offset.
+func (f *File) Read(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, f.pathErr("read", fs.ErrClosed)
+	}
+	n, err := f.ReadAt(p, f.off)
+	f.off += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// Seek sets the offset for the next Read, as lseek does, including
+// SeekData and SeekHole.
+func (f *File) Seek(offset int64, whence int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	size := int64(f.in.item.Size)
+	var pos int64
+	switch whence {
+	case io.SeekStart:
+		pos = offset
+	case io.SeekCurrent:
+		pos = f.off + offset
+	case io.SeekEnd:
+		pos = size + offset
+	case SeekData, SeekHole:
+		var err error
+		if pos, err = f.seekDataHole(offset, whence == SeekData); err != nil {
+			return 0, err
+		}
+	default:
+		return 0, f.pathErr("seek", fs.ErrInvalid)
+	}
+	if pos < 0 {
+		return 0, f.pathErr("seek", fs.ErrInvalid)
+	}
+	f.off = pos
+	return pos, nil
+}
+
+// seekDataHole finds the next data (or hole) offset at or after off. Past
+// the end it fails with ENXIO, as Linux does.
+func (f *File) seekDataHole(off int64, data bool) (int64, error) {
+	size := int64(f.in.item.Size)
+	if off < 0 || off >= size {
+		return 0, f.pathErr("seek", syscall.ENXIO)
+	}
+	exts, err := f.extents()
+	if err != nil {
+		return 0, f.pathErr("seek", err)
+	}
+	pos := uint64(off)
+	for i := findExtent(exts, pos); i < len(exts); i++ {
+		e := &exts[i]
+		if e.start >= uint64(size) {
+			break
+		}
+		inData := e.dataLike() && e.start <= pos
+		if data {
+			if e.dataLike() {
+				return int64(max(pos, e.start)), nil
+			}
+			continue
+		}
+		if !inData {
+			return int64(pos), nil // pos is in a gap or an unwritten extent
+		}
+		pos = e.start + e.length
+	}
+	if data {
+		return 0, f.pathErr("seek", syscall.ENXIO)
+	}
+	return min(int64(pos), size), nil
+}
+
+// ReadDir reads directory entries in the kernel's readdir order; n <= 0
+// reads all that remain.
+func (f *File) ReadDir(n int) ([]fs.DirEntry, error) {
+	if !f.in.isDir() {
+		return nil, f.pathErr("readdir", errNotDir)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dirDone {
+		if n > 0 {
+			return nil, io.EOF
+		}
+		return nil, nil
+	}
+	ents, err := f.fsys.readDir(f.in, f.dirPos, n)
+	if err != nil {
+		return nil, f.pathErr("readdir", err)
+	}
+	out := make([]fs.DirEntry, len(ents))
+	for i, e := range ents {
+		out[i] = &fsDirEntry{fsys: f.fsys, dir: f.in, e: e}
+		f.dirPos = e.index
+	}
+	if n <= 0 || len(ents) < n {
+		f.dirDone = true
+	}
+	if n > 0 && len(out) == 0 {
+		return nil, io.EOF
+	}
+	return out, nil
+}

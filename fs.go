@@ -1,0 +1,125 @@
+package btrfs
+
+import (
+	"errors"
+	"fmt"
+
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// FS is an open btrfs filesystem. Its io/fs methods see the top-level
+// subvolume (id 5); Subvolume gives a view rooted at another one.
+type FS struct {
+	*volume
+	top  *subvol // the view's root subvolume; immutable
+	view bool    // a view made by Subvolume: Close leaves the devices open
+}
+
+// volume is the state every view of one filesystem shares.
+type volume struct {
+	sb     *disk.Superblock // immutable after Open
+	blocks *blockReader
+	data   logicalReader
+	opts   Options
+
+	rootTree ctree.Root // root of tree 1
+	csumRoot ctree.Root // root of tree 7 (Addr 0 if absent)
+
+	closers []closerFunc
+
+	mu      sync.Mutex
+	subvols map[disk.ObjectID]*subvol // protected by mu
+
+	ext *extentCache
+}
+
+// subvol is one loaded subvolume tree.
+type subvol struct {
+	id    disk.ObjectID
+	root  ctree.Root
+	dirID disk.ObjectID // inode number of its root directory
+	item  disk.RootItem
+}
+
+// Superblock returns a copy of the superblock the filesystem was opened from.
+func (fsys *FS) Superblock() disk.Superblock { return *fsys.sb }
+
+// SectorSize is the filesystem's sector size.
+func (fsys *FS) SectorSize() uint32 { return fsys.sb.SectorSize }
+
+// Close releases the devices. Files opened from fsys must not be used after.
+func (fsys *FS) Close() error {
+	if fsys.view {
+		return nil
+	}
+	var errs []error
+	for _, c := range fsys.closers {
+		errs = append(errs, c.Close())
+	}
+	fsys.closers = nil
+	return errors.Join(errs...)
+}
+
+// cursor returns a cursor over tree root.
+func (fsys *FS) cursor(root ctree.Root) *ctree.Cursor { return ctree.NewCursor(fsys.blocks, root) }
+
+// lookupItem finds the item with exactly key k in tree root.
+func (fsys *FS) lookupItem(root ctree.Root, k disk.Key) ([]byte, bool, error) {
+	c := fsys.cursor(root)
+	ok, err := c.Seek(k)
+	if err != nil || !ok || c.Key() != k {
+		return nil, false, err
+	}
+	return c.Data(), true, nil
+}
+
+// subvolume loads (once) the tree of subvolume or tree id.
+func (fsys *FS) subvolume(id disk.ObjectID) (*subvol, error) {
+	fsys.mu.Lock()
+	sv := fsys.subvols[id]
+	fsys.mu.Unlock()
+	if sv != nil {
+		return sv, nil
+	}
+	item, err := fsys.rootItem(id)
+	if err != nil {
+		return nil, err
+	}
+	sv = &subvol{id: id, item: *item, dirID: item.RootDirID,
+		root: ctree.Root{Addr: item.Bytenr, Level: int(item.Level), Generation: item.Generation, Owner: id}}
+	if sv.dirID == 0 {
+		sv.dirID = disk.FirstFreeObjectID
+	}
+	fsys.mu.Lock()
+	if old := fsys.subvols[id]; old != nil {
+		sv = old
+	} else {
+		fsys.subvols[id] = sv
+	}
+	fsys.mu.Unlock()
+	return sv, nil
+}
+
+// rootItem returns the ROOT_ITEM of tree id (any key offset: snapshots key
+// theirs by creation transid).
+func (fsys *FS) rootItem(id disk.ObjectID) (*disk.RootItem, error) {
+	c := fsys.cursor(fsys.rootTree)
+	ok, err := c.Seek(disk.Key{ObjectID: id, Type: disk.RootItemKey})
+	if err != nil {
+		return nil, err
+	}
+	if !ok || c.Key().ObjectID != id || c.Key().Type != disk.RootItemKey {
+		return nil, fmt.Errorf("tree %s: %w", id.TreeName(), errNoRoot)
+	}
+	var ri disk.RootItem
+	if err := ri.Decode(c.Data()); err != nil {
+		k := c.Key()
+		return nil, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k, What: "root item", Err: err}
+	}
+	return &ri, nil
+}
+
+var errNoRoot = errors.New("no root item")

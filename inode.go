@@ -1,0 +1,116 @@
+package btrfs
+
+import (
+	"io/fs"
+	"time"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// inode is one loaded inode of one subvolume.
+type inode struct {
+	sv   *subvol
+	ino  disk.ObjectID
+	item disk.InodeItem
+}
+
+// loadInode reads the INODE_ITEM of ino in sv.
+func (fsys *FS) loadInode(sv *subvol, ino disk.ObjectID) (*inode, error) {
+	k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
+	data, ok, err := fsys.lookupItem(sv.root, k)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &disk.CorruptError{Tree: sv.id, Key: &k, What: "inode item missing"}
+	}
+	in := &inode{sv: sv, ino: ino}
+	if err := in.item.Decode(data); err != nil {
+		return nil, &disk.CorruptError{Tree: sv.id, Key: &k, What: "inode item", Err: err}
+	}
+	return in, nil
+}
+
+func (in *inode) isDir() bool     { return in.item.IsDir() }
+func (in *inode) isSymlink() bool { return in.item.IsSymlink() }
+
+// fileMode converts a Linux mode to an fs.FileMode.
+func fileMode(mode uint32) fs.FileMode {
+	m := fs.FileMode(mode & 0o777)
+	switch mode & disk.ModeTypeMask {
+	case disk.ModeDir:
+		m |= fs.ModeDir
+	case disk.ModeSymlink:
+		m |= fs.ModeSymlink
+	case disk.ModeFIFO:
+		m |= fs.ModeNamedPipe
+	case disk.ModeSocket:
+		m |= fs.ModeSocket
+	case disk.ModeCharDev:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case disk.ModeBlockDev:
+		m |= fs.ModeDevice
+	case disk.ModeRegular:
+	default:
+		m |= fs.ModeIrregular
+	}
+	if mode&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// Stat is what FileInfo.Sys returns: the inode as btrfs stores it.
+type Stat struct {
+	// Subvolume is the id of the subvolume tree holding the inode; with
+	// Ino it identifies the inode (hardlinks share both).
+	Subvolume uint64
+	// Ino is the inode number within the subvolume.
+	Ino uint64
+	// Mode is the Linux st_mode, type bits included.
+	Mode uint32
+	// Nlink, UID and GID are st_nlink, st_uid and st_gid.
+	Nlink    uint32
+	UID, GID uint32
+	// RdevMajor and RdevMinor are the device number of device nodes.
+	RdevMajor, RdevMinor uint32
+	// Size is st_size; NBytes the bytes of extents charged to the inode.
+	Size, NBytes uint64
+	// Atime, Mtime, Ctime and Otime (birth) with nanoseconds, in UTC.
+	Atime, Mtime, Ctime, Otime time.Time
+	// Flags are the btrfs inode flags (NODATASUM, NODATACOW, ...).
+	Flags uint64
+	// Generation and TransID are the transactions that created the inode
+	// and last changed it.
+	Generation, TransID uint64
+}
+
+func (in *inode) stat() *Stat {
+	it := &in.item
+	return &Stat{
+		Subvolume: uint64(in.sv.id), Ino: uint64(in.ino), Mode: it.Mode, Nlink: it.NLink,
+		UID: it.UID, GID: it.GID, RdevMajor: disk.RdevMajor(it.Rdev), RdevMinor: disk.RdevMinor(it.Rdev),
+		Size: it.Size, NBytes: it.NBytes, Atime: it.ATime.Time(), Mtime: it.MTime.Time(),
+		Ctime: it.CTime.Time(), Otime: it.OTime.Time(), Flags: uint64(it.Flags),
+		Generation: uint64(it.Generation), TransID: uint64(it.TransID),
+	}
+}
+
+// fileInfo implements fs.FileInfo.
+type fileInfo struct {
+	name string
+	in   *inode
+}
+
+func (fi *fileInfo) Name() string       { return fi.name }
+func (fi *fileInfo) Size() int64        { return int64(fi.in.item.Size) }
+func (fi *fileInfo) Mode() fs.FileMode  { return fileMode(fi.in.item.Mode) }
+func (fi *fileInfo) ModTime() time.Time { return fi.in.item.MTime.Time() }
+func (fi *fileInfo) IsDir() bool        { return fi.in.isDir() }
+func (fi *fileInfo) Sys() any           { return fi.in.stat() }

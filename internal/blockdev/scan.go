@@ -1,0 +1,198 @@
+package blockdev
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// ScanOptions configures Scan. The zero value opens read-only files and
+// trusts only primary superblocks, as the kernel does.
+type ScanOptions struct {
+	// Writable opens the devices read-write.
+	Writable bool
+	// SuperFallback accepts the best mirror superblock of a device whose
+	// primary copy is unreadable or invalid.
+	SuperFallback bool
+	// Open opens one path; nil means OpenFile. Tests pass in-memory devices
+	// through it.
+	Open func(path string, readOnly bool) (Device, error)
+}
+
+// Member is one device of a Set.
+type Member struct {
+	Path      string
+	Device    Device
+	Super     *disk.Superblock // this device's superblock
+	SuperCopy int              // which copy Super came from (0 = primary)
+}
+
+// DevID is the device id the member's superblock claims.
+func (m *Member) DevID() disk.DevID { return m.Super.DevItem.DevID }
+
+// Set is the group of devices forming one filesystem, found by Scan.
+type Set struct {
+	// FSID and MetadataFSID identify the filesystem (they differ only with
+	// the METADATA_UUID feature).
+	FSID, MetadataFSID disk.UUID
+	// Super is the superblock to mount from: the first path's when it is
+	// current, else that of the first current device in path order.
+	Super *disk.Superblock
+	// Members are the current devices by device id.
+	Members map[disk.DevID]*Member
+	// Stale are devices whose superblock generation is older than the
+	// newest one found; they were closed and are not used.
+	Stale []*Member
+	// Warnings describe devices skipped or found odd, one line each.
+	Warnings []string
+}
+
+// Scan opens every path read-only, reads its primary superblock and groups
+// the devices into a Set (see ScanWith).
+func Scan(paths []string) (*Set, error) { return ScanWith(paths, ScanOptions{}) }
+
+// ScanWith opens every path and reads its superblock. The first path names
+// the filesystem: any other path holding a different filesystem is an error
+// naming that path, as is a path that cannot be opened or holds no valid
+// superblock. Devices are keyed by the devid in their superblock's dev_item.
+// All devices are expected at the same generation: devices older than the
+// newest are recorded in Set.Stale (with a warning) and closed. The same
+// device given twice (same devid and device uuid) is used once. On error
+// every device opened so far is closed.
+//
+// Which devids are missing can only be known from the chunk tree's
+// DEV_ITEMs; see Set.Missing.
+func ScanWith(paths []string, opts ScanOptions) (*Set, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("blockdev: scan of no devices")
+	}
+	open := opts.Open
+	if open == nil {
+		open = func(p string, ro bool) (Device, error) { return OpenFile(p, ro) }
+	}
+	var all []*Member
+	fail := func(err error) (*Set, error) {
+		for _, m := range all {
+			m.Device.Close()
+		}
+		return nil, err
+	}
+	for _, p := range paths {
+		m, err := scanOne(p, opts, open)
+		if err != nil {
+			return fail(err)
+		}
+		all = append(all, m)
+		if first := all[0].Super; m.Super.FSID != first.FSID || m.Super.MetadataFSID() != first.MetadataFSID() {
+			return fail(fmt.Errorf("%s: belongs to filesystem %s, not %s (named by %s)",
+				p, m.Super.FSID, first.FSID, all[0].Path))
+		}
+	}
+	s, err := group(all)
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// scanOne opens one path and reads its superblock.
+func scanOne(path string, opts ScanOptions, open func(string, bool) (Device, error)) (*Member, error) {
+	d, err := open(path, !opts.Writable)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	sb, _, copyNo, err := ReadPrimarySuper(d, opts.SuperFallback)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if sb.DevItem.DevID == 0 {
+		d.Close()
+		return nil, fmt.Errorf("%s: %w", path, &disk.CorruptError{
+			Physical: disk.SuperblockOffsetOf(copyNo), What: "superblock dev_item has devid 0"})
+	}
+	return &Member{Path: path, Device: d, Super: sb, SuperCopy: copyNo}, nil
+}
+
+// group keys the members by devid, keeping only the newest generation.
+func group(all []*Member) (*Set, error) {
+	var newest disk.Generation
+	for _, m := range all {
+		newest = max(newest, m.Super.Generation)
+	}
+	s := &Set{FSID: all[0].Super.FSID, MetadataFSID: all[0].Super.MetadataFSID(), Members: make(map[disk.DevID]*Member)}
+	for _, m := range all {
+		if m.SuperCopy != 0 {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: primary superblock unusable, using copy %d", m.Path, m.SuperCopy))
+		}
+		if m.Super.Generation < newest {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: devid %d is at generation %d, filesystem at %d: skipped as stale",
+				m.Path, m.DevID(), m.Super.Generation, newest))
+			s.Stale = append(s.Stale, m)
+			continue
+		}
+		if prev, ok := s.Members[m.DevID()]; ok {
+			if prev.Super.DevItem.UUID != m.Super.DevItem.UUID {
+				return nil, fmt.Errorf("%s and %s both claim devid %d with different device uuids %s and %s",
+					prev.Path, m.Path, m.DevID(), prev.Super.DevItem.UUID, m.Super.DevItem.UUID)
+			}
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: same device as %s (devid %d): ignored", m.Path, prev.Path, m.DevID()))
+			s.Stale = append(s.Stale, m)
+			continue
+		}
+		s.Members[m.DevID()] = m
+		if s.Super == nil {
+			s.Super = m.Super
+		}
+	}
+	for _, m := range s.Stale {
+		m.Device.Close()
+	}
+	return s, nil
+}
+
+// Devices returns the current devices by devid, the form chunk.Reader
+// takes. The map is new; the devices are the set's own.
+func (s *Set) Devices() map[disk.DevID]Device {
+	out := make(map[disk.DevID]Device, len(s.Members))
+	for id, m := range s.Members {
+		out[id] = m.Device
+	}
+	return out
+}
+
+// DevIDs returns the devids present, ascending.
+func (s *Set) DevIDs() []disk.DevID {
+	ids := make([]disk.DevID, 0, len(s.Members))
+	for id := range s.Members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Missing returns, ascending, the devids in want (typically those of the
+// chunk tree's DEV_ITEMs) that no current device provides.
+func (s *Set) Missing(want []disk.DevID) []disk.DevID {
+	var out []disk.DevID
+	for _, id := range want {
+		if _, ok := s.Members[id]; !ok && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Close closes every current device.
+func (s *Set) Close() error {
+	var errs []error
+	for _, id := range s.DevIDs() {
+		if err := s.Members[id].Device.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", s.Members[id].Path, err))
+		}
+	}
+	return errors.Join(errs...)
+}

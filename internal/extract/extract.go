@@ -1,0 +1,277 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+// Options tune Run. The zero value extracts everything it is allowed to:
+// owners only when running as root, xattrs that the host accepts.
+type Options struct {
+	// Workers copy file contents in parallel; 0 means GOMAXPROCS.
+	Workers int
+	// NoOwners skips chown even when running as root.
+	NoOwners bool
+	// NoXattrs skips extended attributes.
+	NoXattrs bool
+	// Progress, if set, is called after each file with the bytes copied.
+	Progress func(bytes int64)
+}
+
+// Failure is one path that could not be extracted.
+type Failure struct {
+	Path string
+	Err  error
+}
+
+// Error reports every failure of a Run that went on past them.
+type Error struct{ Failures []Failure }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d paths could not be extracted:", len(e.Failures))
+	for i, f := range e.Failures {
+		if i == 20 {
+			fmt.Fprintf(&b, "\n\t... and %d more", len(e.Failures)-20)
+			break
+		}
+		fmt.Fprintf(&b, "\n\t%s: %v", f.Path, f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap gives the individual errors, so errors.Is(err, btrfs.ErrCorrupt)
+// holds when any failure was corruption.
+func (e *Error) Unwrap() []error {
+	out := make([]error, len(e.Failures))
+	for i, f := range e.Failures {
+		out[i] = f.Err
+	}
+	return out
+}
+
+// Stats counts what a Run made.
+type Stats struct {
+	Files, Dirs, Symlinks, Hardlinks, Special int
+	Bytes                                     int64
+}
+
+type inodeID struct{ subvol, ino uint64 }
+
+type runner struct {
+	ctx   context.Context
+	fsys  *btrfs.FS
+	dst   string
+	opts  Options
+	owner bool
+
+	mu       sync.Mutex
+	failures []Failure
+	links    map[inodeID]string // first extracted path of multi-link inodes
+	stats    Stats
+	dirs     []dirMeta // directories whose metadata is applied last, deepest first
+
+	jobs chan fileJob
+	wg   sync.WaitGroup
+}
+
+type dirMeta struct {
+	dst  string
+	name string
+	st   *btrfs.Stat
+}
+
+type fileJob struct {
+	name, dst string
+	st        *btrfs.Stat
+	out       *os.File // created before the job is queued, so links to it can be made at once
+}
+
+// Run extracts src (an io/fs path, "." for the whole filesystem view) into
+// the directory dst, which is created if needed. It returns the counts and,
+// if anything failed, an *Error naming every failed path.
+func Run(ctx context.Context, fsys *btrfs.FS, src, dst string, opts Options) (Stats, error) {
+	r := &runner{ctx: ctx, fsys: fsys, dst: dst, opts: opts, owner: os.Geteuid() == 0 && !opts.NoOwners,
+		links: make(map[inodeID]string), jobs: make(chan fileJob, 64)}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	for i := 0; i < workers; i++ {
+		r.wg.Add(1)
+		go r.worker()
+	}
+	fi, err := fsys.Lstat(src)
+	if err != nil {
+		close(r.jobs)
+		r.wg.Wait()
+		return r.stats, err
+	}
+	if fi.IsDir() {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			close(r.jobs)
+			r.wg.Wait()
+			return r.stats, err
+		}
+		r.walkDir(src, dst, fi)
+	} else {
+		if err := os.MkdirAll(dst, 0o755); err == nil {
+			r.entry(src, filepath.Join(dst, path.Base(src)), fi)
+		}
+	}
+	close(r.jobs)
+	r.wg.Wait()
+	// Directory times and modes last, deepest first, so creating children
+	// does not disturb them.
+	sort.SliceStable(r.dirs, func(i, j int) bool { return len(r.dirs[i].dst) > len(r.dirs[j].dst) })
+	for _, d := range r.dirs {
+		r.applyMeta(d.name, d.dst, d.st, true)
+	}
+	if ctx.Err() != nil {
+		return r.stats, ctx.Err()
+	}
+	if len(r.failures) > 0 {
+		sort.Slice(r.failures, func(i, j int) bool { return r.failures[i].Path < r.failures[j].Path })
+		return r.stats, &Error{Failures: r.failures}
+	}
+	return r.stats, nil
+}
+
+func (r *runner) fail(name string, err error) {
+	r.mu.Lock()
+	r.failures = append(r.failures, Failure{Path: name, Err: err})
+	r.mu.Unlock()
+}
+
+func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
+	st := fi.Sys().(*btrfs.Stat)
+	r.mu.Lock()
+	r.stats.Dirs++
+	r.dirs = append(r.dirs, dirMeta{dst: dst, name: name, st: st})
+	r.mu.Unlock()
+	f, err := r.fsys.OpenFile(name)
+	if err != nil {
+		r.fail(name, err)
+		return
+	}
+	for r.ctx.Err() == nil {
+		ents, err := f.ReadDir(256)
+		for _, e := range ents {
+			child := path.Join(name, e.Name())
+			cfi, err := e.Info()
+			if err != nil {
+				r.fail(child, err)
+				continue
+			}
+			r.entry(child, filepath.Join(dst, e.Name()), cfi)
+		}
+		if err == io.EOF || (err == nil && len(ents) == 0) {
+			break
+		}
+		if err != nil {
+			r.fail(name, err)
+			break
+		}
+	}
+}
+
+// entry extracts one directory entry of any kind.
+func (r *runner) entry(name, dst string, fi fs.FileInfo) {
+	st := fi.Sys().(*btrfs.Stat)
+	mode := fi.Mode()
+	if mode.IsDir() {
+		if err := os.Mkdir(dst, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			r.fail(name, err)
+			return
+		}
+		r.walkDir(name, dst, fi)
+		return
+	}
+	if st.Nlink > 1 {
+		id := inodeID{st.Subvolume, st.Ino}
+		r.mu.Lock()
+		first, seen := r.links[id]
+		if !seen {
+			r.links[id] = dst
+		}
+		r.mu.Unlock()
+		if seen {
+			if err := os.Link(first, dst); err != nil {
+				r.fail(name, err)
+				return
+			}
+			r.mu.Lock()
+			r.stats.Hardlinks++
+			r.mu.Unlock()
+			return
+		}
+	}
+	switch {
+	case mode.IsRegular():
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			r.fail(name, err)
+			return
+		}
+		r.jobs <- fileJob{name: name, dst: dst, st: st, out: out}
+		return
+	case mode&fs.ModeSymlink != 0:
+		target, err := r.fsys.ReadLink(name)
+		if err == nil {
+			err = os.Symlink(target, dst)
+		}
+		if err != nil {
+			r.fail(name, err)
+			return
+		}
+		r.count(func(s *Stats) { s.Symlinks++ })
+	default:
+		dev := unix.Mkdev(st.RdevMajor, st.RdevMinor)
+		if err := unix.Mknod(dst, st.Mode, int(dev)); err != nil {
+			r.fail(name, fmt.Errorf("mknod: %w", err))
+			return
+		}
+		r.count(func(s *Stats) { s.Special++ })
+	}
+	r.applyMeta(name, dst, st, false)
+}
+
+func (r *runner) count(f func(*Stats)) {
+	r.mu.Lock()
+	f(&r.stats)
+	r.mu.Unlock()
+}
+
+func (r *runner) worker() {
+	defer r.wg.Done()
+	buf := make([]byte, 1<<20)
+	for j := range r.jobs {
+		if r.ctx.Err() != nil {
+			continue
+		}
+		n, err := r.copyFile(j, buf)
+		if err != nil {
+			r.fail(j.name, err)
+			continue
+		}
+		r.count(func(s *Stats) { s.Files++; s.Bytes += n })
+		if r.opts.Progress != nil {
+			r.opts.Progress(n)
+		}
+		r.applyMeta(j.name, j.dst, j.st, false)
+	}
+}

@@ -1,0 +1,104 @@
+package extract
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+// copyFile writes the data ranges of a regular file into j.out, leaving
+// holes as holes, and returns the bytes copied.
+func (r *runner) copyFile(j fileJob, buf []byte) (n int64, err error) {
+	defer func() {
+		if cerr := j.out.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	f, err := r.fsys.OpenFile(j.name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size := int64(j.st.Size)
+	for off := int64(0); off < size; {
+		start, err := f.Seek(off, btrfs.SeekData)
+		if errors.Is(err, syscall.ENXIO) {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+		end, err := f.Seek(start, btrfs.SeekHole)
+		if err != nil {
+			return n, err
+		}
+		for pos := start; pos < end; {
+			if r.ctx.Err() != nil {
+				return n, r.ctx.Err()
+			}
+			chunk := buf[:min(int64(len(buf)), end-pos)]
+			m, err := f.ReadAt(chunk, pos)
+			if err != nil && !(err == io.EOF && m == len(chunk)) {
+				return n, err
+			}
+			if _, err := j.out.WriteAt(chunk[:m], pos); err != nil {
+				return n, err
+			}
+			pos += int64(m)
+			n += int64(m)
+		}
+		off = end
+	}
+	if err := j.out.Truncate(size); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// applyMeta sets owner, xattrs, mode and times of an extracted entry, in
+// that order: chown clears setuid bits and xattrs can carry ACLs that a
+// later chmod must not undo.
+func (r *runner) applyMeta(name, dst string, st *btrfs.Stat, isDir bool) {
+	isLink := st.Mode&0o170000 == 0o120000
+	if r.owner {
+		if err := os.Lchown(dst, int(st.UID), int(st.GID)); err != nil {
+			r.fail(name, err)
+		}
+	}
+	if !r.opts.NoXattrs {
+		r.applyXattrs(name, dst)
+	}
+	if !isLink {
+		if err := unix.Chmod(dst, st.Mode&0o7777); err != nil {
+			r.fail(name, fmt.Errorf("chmod: %w", err))
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(st.Atime.UnixNano()), unix.NsecToTimespec(st.Mtime.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		r.fail(name, fmt.Errorf("set times: %w", err))
+	}
+}
+
+func (r *runner) applyXattrs(name, dst string) {
+	xs, err := r.fsys.Xattrs(name)
+	if err != nil {
+		r.fail(name, err)
+		return
+	}
+	for _, x := range xs {
+		if err := unix.Lsetxattr(dst, x.Name, x.Value, 0); err != nil {
+			// Namespaces the host refuses to an unprivileged user (trusted.,
+			// security.) are skipped, as cp -a does; anything else is reported.
+			if !r.owner && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOTSUP)) {
+				continue
+			}
+			r.fail(name, fmt.Errorf("set xattr %s: %w", x.Name, err))
+		}
+	}
+}

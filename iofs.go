@@ -1,0 +1,120 @@
+package btrfs
+
+import (
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+var (
+	_ fs.FS          = (*FS)(nil)
+	_ fs.ReadDirFS   = (*FS)(nil)
+	_ fs.ReadFileFS  = (*FS)(nil)
+	_ fs.StatFS      = (*FS)(nil)
+	_ fs.ReadLinkFS  = (*FS)(nil)
+	_ fs.ReadDirFile = (*File)(nil)
+	_ io.ReaderAt    = (*File)(nil)
+	_ io.Seeker      = (*File)(nil)
+)
+
+// Open opens the named file or directory, following symlinks. The result is
+// always a *File.
+func (fsys *FS) Open(name string) (fs.File, error) { return fsys.OpenFile(name) }
+
+// OpenFile is Open returning the concrete type.
+func (fsys *FS) OpenFile(name string) (*File, error) {
+	in, err := fsys.walk("open", name, true)
+	if err != nil {
+		return nil, err
+	}
+	return &File{fsys: fsys, name: name, in: in}, nil
+}
+
+// Stat describes the named file, following symlinks.
+func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
+	in, err := fsys.walk("stat", name, true)
+	if err != nil {
+		return nil, err
+	}
+	return &fileInfo{name: baseName(name), in: in}, nil
+}
+
+// Lstat describes the named file without following a final symlink.
+func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
+	in, err := fsys.walk("lstat", name, false)
+	if err != nil {
+		return nil, err
+	}
+	return &fileInfo{name: baseName(name), in: in}, nil
+}
+
+// ReadDir lists the named directory sorted by name, as io/fs requires.
+func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
+	f, err := fsys.OpenFile(name)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, nil
+}
+
+// ReadFile returns the contents of the named file.
+func (fsys *FS) ReadFile(name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if f.in.isDir() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+	}
+	size := f.in.item.Size
+	if size > uint64(maxReadFile) {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}
+	}
+	buf := make([]byte, size)
+	n, err := f.ReadAt(buf, 0)
+	if err == io.EOF && n == len(buf) {
+		err = nil
+	}
+	return buf[:n], err
+}
+
+// maxReadFile bounds ReadFile's allocation; larger files are read through
+// Open.
+const maxReadFile = 1 << 34
+
+// ReadLink returns the target of the named symlink.
+func (fsys *FS) ReadLink(name string) (string, error) {
+	in, err := fsys.walk("readlink", name, false)
+	if err != nil {
+		return "", err
+	}
+	if !in.isSymlink() {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	t, err := fsys.readlink(in)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+	}
+	return t, nil
+}
+
+// readlink reads a symlink's target: the file's data.
+func (fsys *FS) readlink(in *inode) (string, error) {
+	size := in.item.Size
+	if size > 64<<10 {
+		return "", &fs.PathError{Op: "readlink", Err: syscall.ENAMETOOLONG}
+	}
+	f := &File{fsys: fsys, in: in}
+	buf := make([]byte, size)
+	if err := f.readAt(buf, 0); err != nil {
+		return "", err
+	}
+	return string(buf), nil
+}
