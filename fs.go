@@ -6,6 +6,7 @@ import (
 
 	"sync"
 
+	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -23,7 +24,10 @@ type volume struct {
 	sb     *disk.Superblock // immutable after Open
 	blocks *blockReader
 	data   logicalReader
-	opts   Options
+	chunks *chunk.Map // complete after Open
+
+	devPaths map[disk.DevID]string // where each present device was opened from
+	opts     Options
 
 	rootTree ctree.Root // root of tree 1
 	csumRoot ctree.Root // root of tree 7 (Addr 0 if absent)

@@ -43,6 +43,10 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	paths := make(map[disk.DevID]string)
+	for id, mem := range set.Members {
+		paths[id] = mem.Path
+	}
 	cached := make(map[disk.DevID]blockdev.Device)
 	raw := set.Devices()
 	for id, d := range raw {
@@ -55,13 +59,15 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	params := disk.BlockParams{NodeSize: int(sb.NodeSize), CsumType: sb.CsumType, FSID: sb.MetadataFSID(), SuperGen: sb.Generation}
 	items := disk.ItemCheckParams{SectorSize: sb.SectorSize, NodeSize: sb.NodeSize, CsumType: sb.CsumType, SuperGen: sb.Generation}
 	v := &volume{
-		sb:      sb,
-		blocks:  newBlockReader(chunk.NewReader(m, cached), params, items, o.cacheBytes()),
-		data:    chunk.NewReader(m, raw),
-		opts:    o,
-		subvols: make(map[disk.ObjectID]*subvol),
-		ext:     newExtentCache(8 << 20),
-		closers: []closerFunc{set.Close},
+		sb:       sb,
+		blocks:   newBlockReader(chunk.NewReader(m, cached), params, items, o.cacheBytes()),
+		data:     chunk.NewReader(m, raw),
+		chunks:   m,
+		devPaths: paths,
+		opts:     o,
+		subvols:  make(map[disk.ObjectID]*subvol),
+		ext:      newExtentCache(8 << 20),
+		closers:  []closerFunc{set.Close},
 	}
 	chunkRoot := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
 	if err := loadChunkTree(v.blocks, chunkRoot, m); err != nil {

@@ -4,4 +4,10 @@ import "github.com/spf13/cobra"
 
 // subcommands lists the constructors of every top-level command, in the
 // order help shows them.
-var subcommands = []func() *cobra.Command{}
+var subcommands = []func() *cobra.Command{
+	newLsCommand,
+	newCatCommand,
+	newExtractCommand,
+	newSubvolumeCommand,
+	newInfoCommand,
+}

@@ -10,7 +10,7 @@
 //	3  internal/ctree                                          the B-tree
 //	4  internal/alloc, internal/txn, internal/bench            allocation, transactions, workloads
 //	5  btrfs (the module root)                                 the filesystem
-//	6  mkfs, check, fuse, internal/dump                        tools over the filesystem
+//	6  mkfs, check, fuse, internal/dump, internal/extract                   tools over the filesystem
 //	7  internal/cli                                            the command line
 //	8  cmd/gobtrfs
 //

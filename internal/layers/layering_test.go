@@ -15,7 +15,7 @@ var rank = map[string]int{
 	"internal/ctree":    3,
 	"internal/alloc":    4, "internal/txn": 4, "internal/bench": 4,
 	"":     5,
-	"mkfs": 6, "check": 6, "fuse": 6, "internal/dump": 6,
+	"mkfs": 6, "check": 6, "fuse": 6, "internal/dump": 6, "internal/extract": 6,
 	"internal/cli": 7,
 	"cmd/gobtrfs":  8,
 }
