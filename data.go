@@ -3,6 +3,7 @@ package btrfs
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"github.com/gobtrfs/btrfs/internal/compress"
 	"github.com/gobtrfs/btrfs/internal/ctree"
@@ -16,7 +17,7 @@ const maxCompressedRAM = 128 << 10
 
 // readExtent fills dst with the file bytes starting at file offset off,
 // which lie inside extent e.
-func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64) error {
+func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64, ra *readahead) error {
 	fe := &e.fe
 	rel := off - e.start
 	switch {
@@ -50,7 +51,53 @@ func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64) error {
 		clear(dst[n:])
 		return nil
 	}
+	if ra != nil && len(dst) < readaheadSize {
+		return fsys.readAhead(in, e, dst, fe.Offset+rel, ra)
+	}
 	return fsys.readPlain(in, fe, dst, fe.Offset+rel)
+}
+
+// readaheadSize is the window a small read of an uncompressed extent
+// fetches and verifies at once, so that reading a file in small pieces
+// costs one device read and one checksum pass per window.
+const readaheadSize = 128 << 10
+
+// readahead is a File's window of verified extent bytes.
+type readahead struct {
+	mu    sync.Mutex
+	start disk.LogicalAddr // logical address of data[0]
+	data  []byte
+}
+
+// readAhead serves dst (extent bytes at pos) from the window, refilling it
+// with up to readaheadSize bytes of the extent when dst is outside.
+func (fsys *FS) readAhead(in *inode, e *extent, dst []byte, pos uint64, ra *readahead) error {
+	fe := &e.fe
+	logical := fe.DiskBytenr + disk.LogicalAddr(pos)
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if logical < ra.start || logical+disk.LogicalAddr(len(dst)) > ra.start+disk.LogicalAddr(len(ra.data)) {
+		ss := uint64(fsys.sb.SectorSize)
+		a := uint64(logical) / ss * ss
+		// The window ends at the end of the extent's referenced range.
+		end := uint64(fe.DiskBytenr) + fe.Offset + fe.NumBytes
+		end = (end + ss - 1) / ss * ss
+		b := min(a+readaheadSize, end)
+		if b < uint64(logical)+uint64(len(dst)) {
+			return fsys.readPlain(in, fe, dst, pos)
+		}
+		if cap(ra.data) < int(b-a) {
+			ra.data = make([]byte, b-a)
+		}
+		ra.data = ra.data[:b-a]
+		if err := fsys.readData(in, ra.data, disk.LogicalAddr(a)); err != nil {
+			ra.data = ra.data[:0]
+			return err
+		}
+		ra.start = disk.LogicalAddr(a)
+	}
+	copy(dst, ra.data[logical-ra.start:])
+	return nil
 }
 
 // readPlain reads uncompressed extent bytes starting at pos within the

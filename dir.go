@@ -41,6 +41,13 @@ func (fsys *FS) resolveEntry(dir *inode, e *dirEntry) (*inode, error) {
 	case disk.InodeItemKey:
 		return fsys.loadInode(dir.sv, e.loc.ObjectID)
 	case disk.RootItemKey:
+		linked, err := fsys.subvolLinked(dir, e)
+		if err != nil {
+			return nil, err
+		}
+		if !linked {
+			return emptySubvolDir(dir.sv), nil
+		}
 		sv, err := fsys.subvolume(e.loc.ObjectID)
 		if err != nil {
 			return nil, err
@@ -97,3 +104,34 @@ func (d *fsDirEntry) Info() (fs.FileInfo, error) {
 	return &fileInfo{name: d.e.name, in: in}, nil
 }
 func (d *fsDirEntry) String() string { return fs.FormatDirEntry(d) }
+
+// emptySubvolDirIno is the inode number the kernel gives the empty
+// directory it shows in place of a subvolume entry whose subvolume is not
+// linked there (BTRFS_EMPTY_SUBVOL_DIR_OBJECTID): what a snapshot holds
+// where its source had a nested subvolume, since snapshots do not recurse.
+const emptySubvolDirIno = 2
+
+// emptySubvolDir is that directory: empty, mode 0555, no stored times.
+func emptySubvolDir(sv *subvol) *inode {
+	in := &inode{sv: sv, ino: emptySubvolDirIno}
+	in.item.Mode = disk.ModeDir | 0o555
+	in.item.NLink = 1
+	return in
+}
+
+// subvolLinked reports whether the subvolume entry e in dir is the real
+// link of its subvolume: the root tree holds a ROOT_REF from dir's
+// subvolume to it naming the same directory and name.
+func (fsys *FS) subvolLinked(dir *inode, e *dirEntry) (bool, error) {
+	c := fsys.cursor(fsys.rootTree)
+	k := disk.Key{ObjectID: dir.sv.id, Type: disk.RootRefKey, Offset: uint64(e.loc.ObjectID)}
+	ok, err := c.Seek(k)
+	if err != nil || !ok || c.Key() != k {
+		return false, err
+	}
+	var ref disk.RootRef
+	if err := ref.Decode(c.Data()); err != nil {
+		return false, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k, What: "root ref", Err: err}
+	}
+	return ref.DirID == dir.ino && string(ref.Name) == e.name, nil
+}

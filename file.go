@@ -20,6 +20,8 @@ type File struct {
 	name string
 	in   *inode
 
+	ra readahead
+
 	extOnce sync.Once
 	exts    []extent
 	extErr  error
@@ -98,7 +100,7 @@ func (f *File) readAt(p []byte, off uint64) error {
 			p, off = p[n:], e.start
 		}
 		n := min(uint64(len(p)), e.start+e.length-off)
-		if err := f.fsys.readExtent(f.in, e, p[:n], off); err != nil {
+		if err := f.fsys.readExtent(f.in, e, p[:n], off, &f.ra); err != nil {
 			return err
 		}
 		p, off = p[n:], off+n

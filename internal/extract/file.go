@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -93,6 +94,11 @@ func (r *runner) applyXattrs(name, dst string) {
 	}
 	for _, x := range xs {
 		if err := unix.Lsetxattr(dst, x.Name, x.Value, 0); err != nil {
+			// btrfs.* attributes are btrfs properties (compression); only a
+			// btrfs destination can hold them.
+			if strings.HasPrefix(x.Name, "btrfs.") && errors.Is(err, unix.ENOTSUP) {
+				continue
+			}
 			// Namespaces the host refuses to an unprivileged user (trusted.,
 			// security.) are skipped, as cp -a does; anything else is reported.
 			if !r.owner && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOTSUP)) {
