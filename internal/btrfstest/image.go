@@ -1,0 +1,185 @@
+package btrfstest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// DefaultImageSize is the size of each image file Mkfs creates when
+// MkfsOptions.Size is zero. It is comfortably above the mkfs.btrfs minimum
+// (about 109 MiB with DUP metadata) and the files are sparse, so it costs
+// only what is written.
+const DefaultImageSize = 256 << 20
+
+// MkfsOptions selects the mkfs.btrfs arguments. The zero value makes a
+// default single-device filesystem (mkfs.btrfs defaults for everything).
+type MkfsOptions struct {
+	// Size of each image file in bytes; 0 means DefaultImageSize.
+	Size int64
+	// NumDevices is the number of image files for MkfsMulti (0 means 2).
+	// Mkfs only accepts 0 or 1.
+	NumDevices int
+	// NodeSize is -n (0: mkfs default, 16 KiB).
+	NodeSize int
+	// SectorSize is -s (0: mkfs default, the page size).
+	SectorSize int
+	// Csum is --csum: crc32c, xxhash, sha256 or blake2 ("" = crc32c).
+	Csum string
+	// Label is -L.
+	Label string
+	// Features is passed verbatim to -O, e.g. "^no-holes,raid-stripe-tree".
+	Features string
+	// DataProfile and MetadataProfile are -d and -m (single, dup, raid1, ...).
+	DataProfile     string
+	MetadataProfile string
+	// RootDir is --rootdir: mkfs.btrfs copies this directory into the image.
+	RootDir string
+	// Extra arguments are appended before the device paths.
+	Extra []string
+}
+
+// args renders the mkfs.btrfs command line (without device paths).
+func (o MkfsOptions) args() []string {
+	var a []string
+	if o.NodeSize != 0 {
+		a = append(a, "-n", strconv.Itoa(o.NodeSize))
+	}
+	if o.SectorSize != 0 {
+		a = append(a, "-s", strconv.Itoa(o.SectorSize))
+	}
+	if o.Csum != "" {
+		a = append(a, "--csum", o.Csum)
+	}
+	if o.Label != "" {
+		a = append(a, "-L", o.Label)
+	}
+	if o.Features != "" {
+		a = append(a, "-O", o.Features)
+	}
+	if o.DataProfile != "" {
+		a = append(a, "-d", o.DataProfile)
+	}
+	if o.MetadataProfile != "" {
+		a = append(a, "-m", o.MetadataProfile)
+	}
+	if o.RootDir != "" {
+		a = append(a, "--rootdir", o.RootDir)
+	}
+	return append(a, o.Extra...)
+}
+
+// Mkfs creates one sparse image file in a new tb.TempDir() and formats it
+// with mkfs.btrfs. It returns the image path. It needs btrfs-progs but not
+// root (unless opts.RootDir holds files only root can read).
+func Mkfs(tb testing.TB, opts MkfsOptions) string {
+	tb.Helper()
+	if opts.NumDevices > 1 {
+		tb.Fatalf("Mkfs: NumDevices=%d, use MkfsMulti for multi-device filesystems", opts.NumDevices)
+	}
+	opts.NumDevices = 1
+	return MkfsMulti(tb, opts)[0]
+}
+
+// MkfsMulti creates opts.NumDevices sparse image files (2 if zero) and
+// formats them as one multi-device filesystem. The paths are returned in
+// mkfs order, so paths[0] is devid 1.
+func MkfsMulti(tb testing.TB, opts MkfsOptions) []string {
+	tb.Helper()
+	RequireProgs(tb)
+	if opts.NumDevices == 0 {
+		opts.NumDevices = 2
+	}
+	if opts.NumDevices < 0 {
+		tb.Fatalf("MkfsMulti: NumDevices=%d", opts.NumDevices)
+	}
+	size := opts.Size
+	if size == 0 {
+		size = DefaultImageSize
+	}
+	dir := tb.TempDir()
+	paths := make([]string, opts.NumDevices)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("dev%d.img", i))
+		if err := createSparse(paths[i], size); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	args := append(opts.args(), paths...)
+	mustRun(tb, "mkfs.btrfs", args...)
+	return paths
+}
+
+// createSparse makes a file of the given size that occupies no blocks.
+func createSparse(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Check runs `btrfs check --readonly` (plus --check-data-csum when dataCsum)
+// on an unmounted filesystem and fails the test with the tool's output if it
+// reports a problem. devs are image files or block devices; a multi-device
+// filesystem of image files is attached read-only to loop devices for the
+// duration of the check, since btrfs-progs only finds the other devices of a
+// filesystem among block devices.
+func Check(tb testing.TB, devs []string, dataCsum bool) {
+	tb.Helper()
+	if len(devs) == 0 {
+		tb.Fatal("Check: no devices")
+	}
+	RequireProgs(tb)
+	targets := devs
+	if len(devs) > 1 {
+		RequireInterop(tb)
+		var attached []string
+		targets, attached = attachAll(tb, devs, true)
+		defer detachAll(tb, attached)
+		mustRun(tb, "btrfs", append([]string{"device", "scan"}, targets...)...)
+	}
+	args := []string{"check", "--readonly"}
+	if dataCsum {
+		args = append(args, "--check-data-csum")
+	}
+	args = append(args, targets[0])
+	if _, err := runCmd("btrfs", args...); err != nil {
+		tb.Fatalf("btrfs check found problems: %v", err)
+	}
+}
+
+// attachAll attaches every regular file in devs to a loop device. It returns
+// the block devices in the order of devs (block devices given are kept) and,
+// separately, the loop devices it attached.
+func attachAll(tb testing.TB, devs []string, readOnly bool) (all, attached []string) {
+	tb.Helper()
+	all = make([]string, len(devs))
+	for i, d := range devs {
+		all[i] = d
+		if isRegular(d) {
+			all[i] = attach(tb, d, readOnly)
+			attached = append(attached, all[i])
+		}
+	}
+	return all, attached
+}
+
+// detachAll detaches loop devices this package attached.
+func detachAll(tb testing.TB, devs []string) {
+	tb.Helper()
+	for _, d := range devs {
+		detachIfOurs(tb, d)
+	}
+}
+
+func isRegular(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}

@@ -1,0 +1,172 @@
+package btrfstest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountState is one Mount: what to unmount and which loop devices Mount
+// attached itself (and therefore detaches after unmounting).
+type mountState struct {
+	dir   string
+	devs  []string // block devices given to the kernel
+	owned []string // loop devices Mount attached for image files
+	done  bool
+}
+
+var mounts = struct {
+	sync.Mutex
+	m map[string]*mountState
+}{m: map[string]*mountState{}}
+
+// msFlags maps the generic mount options, which mount(2) takes as flags
+// rather than in the filesystem's option string.
+var msFlags = map[string]uintptr{
+	"ro":          unix.MS_RDONLY,
+	"nosuid":      unix.MS_NOSUID,
+	"nodev":       unix.MS_NODEV,
+	"noexec":      unix.MS_NOEXEC,
+	"sync":        unix.MS_SYNCHRONOUS,
+	"dirsync":     unix.MS_DIRSYNC,
+	"noatime":     unix.MS_NOATIME,
+	"nodiratime":  unix.MS_NODIRATIME,
+	"relatime":    unix.MS_RELATIME,
+	"strictatime": unix.MS_STRICTATIME,
+	"lazytime":    unix.MS_LAZYTIME,
+}
+
+// parseMountOptions splits a mount(8)-style option string into mount(2)
+// flags and the btrfs option string.
+func parseMountOptions(opts string) (uintptr, []string) {
+	var flags uintptr
+	var data []string
+	for _, o := range strings.Split(opts, ",") {
+		switch f, ok := msFlags[o]; {
+		case o == "":
+		case o == "rw":
+			flags &^= unix.MS_RDONLY
+		case ok:
+			flags |= f
+		default:
+			data = append(data, o)
+		}
+	}
+	return flags, data
+}
+
+// Mount mounts a btrfs filesystem on a new directory under tb.TempDir() and
+// returns that directory. opts is a mount(8)-style option string ("" for
+// defaults; "ro", "subvolid=5", "compress=zstd", ...). devs are block
+// devices or image files; image files are attached to loop devices (read-only
+// ones for "ro" mounts). For a multi-device filesystem each further device is
+// passed as device=... so the kernel finds it without a global scan.
+//
+// tb.Cleanup unmounts (retrying while busy, then lazily) and detaches the
+// loop devices Mount attached. Unmount does the same earlier.
+func Mount(tb testing.TB, opts string, devs ...string) string {
+	tb.Helper()
+	RequireInterop(tb)
+	if len(devs) == 0 {
+		tb.Fatal("Mount: no devices")
+	}
+	flags, data := parseMountOptions(opts)
+	st := &mountState{dir: tb.TempDir()}
+	for _, d := range devs {
+		if isRegular(d) {
+			loop := attach(tb, d, flags&unix.MS_RDONLY != 0)
+			st.owned = append(st.owned, loop)
+			d = loop
+		}
+		st.devs = append(st.devs, d)
+	}
+	for _, d := range st.devs[1:] {
+		data = append(data, "device="+d)
+	}
+	if err := unix.Mount(st.devs[0], st.dir, "btrfs", flags, strings.Join(data, ",")); err != nil {
+		detachAll(tb, st.owned)
+		tb.Fatalf("mount -t btrfs -o %q %s %s: %v%s", opts, strings.Join(st.devs, " "), st.dir, err, kernelLog())
+	}
+	mounts.Lock()
+	mounts.m[st.dir] = st
+	mounts.Unlock()
+	tb.Cleanup(func() { unmount(tb, st) })
+	return st.dir
+}
+
+// Unmount unmounts a directory returned by Mount before the test ends and
+// detaches the loop devices Mount attached, so the image files are quiescent
+// and can be read, checked or mounted again. The later cleanup then does
+// nothing.
+func Unmount(tb testing.TB, dir string) {
+	tb.Helper()
+	mounts.Lock()
+	st, ok := mounts.m[dir]
+	mounts.Unlock()
+	if !ok {
+		tb.Fatalf("Unmount(%s): not mounted by btrfstest.Mount", dir)
+	}
+	unmount(tb, st)
+}
+
+// unmountRetries and unmountDelay bound how long an unmount waits for a busy
+// filesystem (e.g. a file a failed test left open) before going lazy.
+const (
+	unmountRetries = 50
+	unmountDelay   = 100 * time.Millisecond
+)
+
+// unmount does the work of Unmount and of the cleanup, once per mount.
+func unmount(tb testing.TB, st *mountState) {
+	tb.Helper()
+	mounts.Lock()
+	if st.done {
+		mounts.Unlock()
+		return
+	}
+	st.done = true
+	delete(mounts.m, st.dir)
+	mounts.Unlock()
+	var err error
+	for range unmountRetries {
+		if err = unix.Unmount(st.dir, 0); !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		time.Sleep(unmountDelay)
+	}
+	if errors.Is(err, unix.EBUSY) {
+		tb.Logf("unmount %s: still busy after %v, detaching lazily", st.dir, unmountRetries*unmountDelay)
+		err = unix.Unmount(st.dir, unix.MNT_DETACH)
+	}
+	if err != nil {
+		tb.Errorf("unmount %s: %v", st.dir, err)
+	}
+	detachAll(tb, st.owned)
+}
+
+// kernelLog returns the recent btrfs kernel messages, which explain most
+// mount failures, or "" when dmesg is unavailable.
+func kernelLog() string {
+	out, err := runCmd("dmesg")
+	if err != nil {
+		return ""
+	}
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(strings.ToLower(l), "btrfs") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > 20 {
+		keep = keep[len(keep)-20:]
+	}
+	if len(keep) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nrecent kernel messages:\n%s", strings.Join(keep, "\n"))
+}
