@@ -111,10 +111,10 @@ func (d *fsDirEntry) String() string { return fs.FormatDirEntry(d) }
 // where its source had a nested subvolume, since snapshots do not recurse.
 const emptySubvolDirIno = 2
 
-// emptySubvolDir is that directory: empty, mode 0555, no stored times.
+// emptySubvolDir is that directory: empty, mode 0755, no stored times.
 func emptySubvolDir(sv *subvol) *inode {
 	in := &inode{sv: sv, ino: emptySubvolDirIno}
-	in.item.Mode = disk.ModeDir | 0o555
+	in.item.Mode = disk.ModeDir | 0o755
 	in.item.NLink = 1
 	return in
 }

@@ -22,7 +22,7 @@ var (
 // in the middle are always followed. Absolute targets resolve from the
 // view's root, since the image's own mount point is unknown.
 func (fsys *FS) walk(op, name string, follow bool) (*inode, error) {
-	if !fs.ValidPath(name) {
+	if !validPath(name) {
 		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
 	in, err := fsys.walkFrom(name, follow)
@@ -87,6 +87,20 @@ func (fsys *FS) walkFrom(name string, follow bool) (*inode, error) {
 		stack = append(stack, next)
 	}
 	return stack[len(stack)-1], nil
+}
+
+// validPath is fs.ValidPath without its UTF-8 rule: btrfs names are bytes,
+// and a name the kernel shows must be reachable even when it is not UTF-8.
+func validPath(name string) bool {
+	if name == "." {
+		return true
+	}
+	for _, elem := range strings.Split(name, "/") {
+		if elem == "" || elem == "." || elem == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 func splitPath(p string) []string {
