@@ -5,6 +5,7 @@ import "github.com/spf13/cobra"
 // subcommands lists the constructors of every top-level command, in the
 // order help shows them.
 var subcommands = []func() *cobra.Command{
+	newDemoCommand,
 	newLsCommand,
 	newCatCommand,
 	newExtractCommand,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -93,3 +94,6 @@ several devices names the others with -d/--device.`,
 	}
 	return root
 }
+
+// bgContext is the context of commands run outside cobra's Execute (demo).
+func bgContext() context.Context { return context.Background() }
