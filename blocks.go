@@ -58,28 +58,41 @@ func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Nod
 		return nil, &disk.CorruptError{Logical: addr, Tree: e.Owner, What: "tree block address not sector aligned"}
 	}
 	buf := make([]byte, br.params.NodeSize)
-	// A copy whose checksum or address is wrong is rejected so the chunk
-	// layer tries the next mirror; the full check runs on the copy kept.
-	// Tree blocks never cross a stripe element, so the piece is the block.
+	// Every copy is checked in full (checksum, header, structure, item
+	// rules), as the kernel's tree-checker does, so that a copy that is
+	// damaged in any way gives way to the next mirror or a rebuild.
+	var checkErr error
 	verify := func(_ disk.LogicalAddr, b []byte) bool {
-		return len(b) == len(buf) && br.params.CsumType.VerifyBlock(b) && disk.Node(b).Bytenr() == addr
+		if len(b) != len(buf) {
+			return false
+		}
+		checkErr = br.check(disk.Node(b), e)
+		return checkErr == nil
 	}
 	if err := br.lr.ReadLogical(buf, addr, verify); err != nil {
+		if checkErr != nil {
+			return nil, checkErr
+		}
 		return nil, fmt.Errorf("read tree block %d (tree %s): %w", addr, e.Owner.TreeName(), err)
 	}
 	n := disk.Node(buf)
+	br.insert(addr, n)
+	return n, nil
+}
+
+// check runs every read-time check on one copy of a block.
+func (br *blockReader) check(n disk.Node, e disk.Expect) error {
 	if err := n.Check(br.params, e); err != nil {
-		return nil, err
+		return err
 	}
 	if n.IsLeaf() {
 		ip := br.items
 		ip.Tree = n.Owner()
 		if err := disk.CheckLeafItems(n, ip); err != nil {
-			return nil, locate(err, addr, n.Owner())
+			return locate(err, e.Bytenr, n.Owner())
 		}
 	}
-	br.insert(addr, n)
-	return n, nil
+	return nil
 }
 
 // locate fills the block address and tree into a corruption error that

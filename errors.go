@@ -1,8 +1,7 @@
 package btrfs
 
 import (
-	"errors"
-
+	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -10,9 +9,6 @@ import (
 // invalid on-disk data.
 var ErrCorrupt = disk.ErrCorrupt
 
-// ErrMissingDevice is matched when a read needs a device that was not given
-// and no other copy could serve it.
-var ErrMissingDevice = errors.New("device missing")
-
-// ErrNotBtrfs is matched when a device holds no btrfs superblock.
-var ErrNotBtrfs = errors.New("not a btrfs filesystem")
+// ErrMissingDevice is matched when a read needed a device that was not
+// given and no other copy or parity could serve it.
+var ErrMissingDevice = chunk.ErrDeviceMissing
