@@ -83,6 +83,11 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	if fsys.top, err = fsys.subvolume(disk.FSTreeObjectID); err != nil {
 		return nil, fmt.Errorf("fs tree: %w", err)
 	}
+	// Like a mount, read the top directory now, so a filesystem whose
+	// top-level tree is unreadable is refused at once.
+	if _, err := fsys.rootInode(); err != nil {
+		return nil, fmt.Errorf("fs tree: %w", err)
+	}
 	return fsys, nil
 }
 
