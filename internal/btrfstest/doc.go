@@ -25,9 +25,27 @@
 //     kernel makes safe across concurrently running test processes. No
 //     /dev/loopN is ever assumed, and a loop device is detached only if it
 //     still has the backing file this package gave it.
+//   - Only one filesystem with a given fsid is mounted at a time, across
+//     processes (a flock per fsid in os.TempDir()): mounting a copy of a
+//     mounted filesystem relies on the kernel's temp-fsid support, which
+//     proved racy. Copies of one fixture in parallel packages therefore take
+//     turns; two at once in one process fail fast.
 //   - Populate functions are deterministic functions of their seed (file
-//     contents, names, modes, times); only kernel-chosen values such as inode
-//     numbers differ between runs.
+//     contents, names, modes, times, independent of the umask); only
+//     kernel-chosen values such as inode numbers, and the mtimes of
+//     directories changed after populating, differ between runs.
+//
+// # Typical use
+//
+//	btrfstest.RequireInterop(t)
+//	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{NodeSize: 4096})
+//	dir := btrfstest.Mount(t, "", img)
+//	btrfstest.PopulateAll(t, dir, seed, btrfstest.PopulateOptions{BigDir: !testing.Short()})
+//	want, err := btrfstest.Scan(dir)
+//	btrfstest.Unmount(t, dir)
+//	// ... read img with gobtrfs, extract to t.TempDir() ...
+//	got, err := btrfstest.Scan(extracted)
+//	if d := btrfstest.Diff(want, got, btrfstest.DiffOptions{}); len(d) > 0 { t.Error(d) }
 //
 // # What it must never do
 //

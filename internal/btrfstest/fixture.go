@@ -67,16 +67,25 @@ func FixtureNames(tb testing.TB) []string {
 // tb.TempDir() and returns the image path. The copy is the test's own, so it
 // may be modified or mounted read-write. Runs of zero blocks become holes,
 // so the mostly empty images cost little disk space.
+//
+// Decompressing ~100 MiB is slow under the race detector (seconds), so the
+// decompressed image is also kept in a content-addressed cache (see
+// FixtureCacheEnv) and later calls, in any process, copy it sparsely.
 func OpenFixture(tb testing.TB, name string) string {
 	tb.Helper()
 	src := filepath.Join(FixtureDir(tb), name+fixtureImageExt)
-	in, err := os.Open(src)
-	if err != nil {
-		tb.Fatalf("OpenFixture(%q): %v", name, err)
-	}
-	defer in.Close()
 	dst := filepath.Join(tb.TempDir(), name+".img")
-	if err := decompressSparse(in, dst); err != nil {
+	cached, err := cachedFixture(src)
+	if err == nil {
+		err = sparseCopy(cached, dst)
+	} else if !errors.Is(err, errNoCache) {
+		tb.Logf("OpenFixture(%q): fixture cache: %v; decompressing directly", name, err)
+	}
+	if err != nil {
+		os.Remove(dst)
+		err = decompressFile(src, dst)
+	}
+	if err != nil {
 		tb.Fatalf("OpenFixture(%q): %v", name, err)
 	}
 	return dst
@@ -95,6 +104,16 @@ func LoadManifest(tb testing.TB, name string) *Tree {
 
 // sparseBlock is the granularity at which zeros are turned into holes.
 const sparseBlock = 4096
+
+// decompressFile decompresses the zstd file src into a new file dst.
+func decompressFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return decompressSparse(in, dst)
+}
 
 // decompressSparse writes the zstd stream in to a new file dst, seeking over
 // all-zero blocks instead of writing them.

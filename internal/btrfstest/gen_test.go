@@ -21,6 +21,8 @@ var (
 // fixed so regenerating yields the same contents).
 const genSeed = 20240601
 
+// TestGenFixture is gen.sh's entry point into the harness; it skips unless
+// one of the -gen.* flags is given.
 func TestGenFixture(t *testing.T) {
 	if *genPopulate == "" && *genScan == "" {
 		t.Skip("only run by testdata/images/gen.sh")

@@ -140,6 +140,8 @@ func Check(tb testing.TB, devs []string, dataCsum bool) {
 	targets := devs
 	if len(devs) > 1 {
 		RequireInterop(tb)
+		// Scanning registers the devices with the kernel, like a mount.
+		defer lockFSID(tb, devs[0]).release()
 		var attached []string
 		targets, attached = attachAll(tb, devs, true)
 		defer detachAll(tb, attached)

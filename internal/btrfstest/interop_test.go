@@ -1,6 +1,8 @@
 package btrfstest_test
 
 import (
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,6 +37,37 @@ func TestPopulateRemount(t *testing.T) {
 	}
 	btrfstest.Unmount(t, dir)
 	btrfstest.Check(t, []string{img}, true)
+	requireOnDisk(t, img)
+}
+
+// requireOnDisk asserts, with btrfs-progs' dump-tree, that the populated
+// image holds the on-disk structures PopulateAll promises: extended inode
+// refs, inline and regular extents of every compression type, preallocated
+// extents, and several subvolume trees.
+func requireOnDisk(t *testing.T, img string) {
+	t.Helper()
+	out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump-tree: %v\n%.2000s", err, out)
+	}
+	dump := string(out)
+	for _, want := range []string{
+		"INODE_EXTREF",
+		"type 2 (prealloc)",
+		"(258 ROOT_ITEM ", // the third subvolume (ids start at 256)
+	} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("image has no %q in dump-tree", want)
+		}
+	}
+	for _, algo := range []string{"1 (zlib)", "2 (lzo)", "3 (zstd)"} {
+		if !strings.Contains(dump, "extent compression "+algo) {
+			t.Errorf("image has no regular extent with compression %s", algo)
+		}
+		if !regexp.MustCompile(`inline extent data size \d+ ram_bytes \d+ compression ` + regexp.QuoteMeta(algo)).MatchString(dump) {
+			t.Errorf("image has no inline extent with compression %s", algo)
+		}
+	}
 }
 
 func scan(t *testing.T, dir string) *btrfstest.Tree {

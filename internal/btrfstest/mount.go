@@ -17,6 +17,7 @@ type mountState struct {
 	dir   string
 	devs  []string // block devices given to the kernel
 	owned []string // loop devices Mount attached for image files
+	lock  *fsidLock
 	done  bool
 }
 
@@ -69,6 +70,11 @@ func parseMountOptions(opts string) (uintptr, []string) {
 //
 // tb.Cleanup unmounts (retrying while busy, then lazily) and detaches the
 // loop devices Mount attached. Unmount does the same earlier.
+//
+// Only one filesystem with a given fsid is mounted at a time: a Mount of a
+// copy of a filesystem another process has mounted waits for it to be
+// unmounted, and one of a filesystem this process has mounted fails the
+// test (see heldFSIDs for why).
 func Mount(tb testing.TB, opts string, devs ...string) string {
 	tb.Helper()
 	RequireInterop(tb)
@@ -76,7 +82,7 @@ func Mount(tb testing.TB, opts string, devs ...string) string {
 		tb.Fatal("Mount: no devices")
 	}
 	flags, data := parseMountOptions(opts)
-	st := &mountState{dir: tb.TempDir()}
+	st := &mountState{dir: tb.TempDir(), lock: lockFSID(tb, devs[0])}
 	for _, d := range devs {
 		if isRegular(d) {
 			loop := attach(tb, d, flags&unix.MS_RDONLY != 0)
@@ -90,6 +96,7 @@ func Mount(tb testing.TB, opts string, devs ...string) string {
 	}
 	if err := unix.Mount(st.devs[0], st.dir, "btrfs", flags, strings.Join(data, ",")); err != nil {
 		detachAll(tb, st.owned)
+		st.lock.release()
 		tb.Fatalf("mount -t btrfs -o %q %s %s: %v%s", opts, strings.Join(st.devs, " "), st.dir, err, kernelLog())
 	}
 	mounts.Lock()
@@ -147,6 +154,7 @@ func unmount(tb testing.TB, st *mountState) {
 		tb.Errorf("unmount %s: %v", st.dir, err)
 	}
 	detachAll(tb, st.owned)
+	st.lock.release()
 }
 
 // kernelLog returns the recent btrfs kernel messages, which explain most

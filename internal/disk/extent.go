@@ -151,8 +151,12 @@ type InlineRef struct {
 // not an inline ref type.
 func InlineRefSize(t KeyType) int {
 	switch t {
-	case TreeBlockRefKey, SharedBlockRefKey, ExtentOwnerRefKey:
-		return 9
+	case TreeBlockRefKey:
+		return InlineTreeBlockRefSize
+	case SharedBlockRefKey:
+		return InlineSharedBlockRefSize
+	case ExtentOwnerRefKey:
+		return InlineOwnerRefSize
 	case ExtentDataRefKey:
 		return InlineExtentDataRefSize
 	case SharedDataRefKey:

@@ -15,7 +15,7 @@ func testRand(t testing.TB) *rand.Rand {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	t.Logf("seed %d (replay with -seed %d)", seed, seed)
+	t.Logf("seed %d (replay: go test ./internal/disk -run %s -seed %d)", seed, t.Name(), seed)
 	return rand.New(rand.NewPCG(seed, 0x5eed))
 }
 

@@ -10,7 +10,7 @@ import (
 type ItemCheckParams struct {
 	SectorSize uint32     // alignment of extents, csums, dev extents
 	NodeSize   uint32     // tree-block extent length, max xattr size
-	CsumType   CsumType   // size of data checksums
+	CsumType   CsumType   // size of data checksums (the zero value is crc32c)
 	SuperGen   Generation // generations may not exceed SuperGen+1
 	// Tree is the id of the tree the leaf belongs to; CheckLeafItems falls
 	// back to the header owner when it is 0.
