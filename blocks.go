@@ -13,8 +13,12 @@ import (
 // read in pieces that each lie in one stripe element; verify judges one
 // copy of a piece (at its logical address), and a copy it rejects is
 // replaced by the next mirror or a parity rebuild. verify may be nil.
+//
+// ReadBlock reads one tree block, which never crosses a stripe element,
+// whole: a damaged copy is replaced whole, never sector by sector.
 type logicalReader interface {
 	ReadLogical(p []byte, logical disk.LogicalAddr, verify chunk.VerifyFunc) error
+	ReadBlock(p []byte, logical disk.LogicalAddr, verify func(b []byte) bool) error
 }
 
 // blockReader hands out verified tree blocks (ctree.Reader). A block is
@@ -62,14 +66,11 @@ func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Nod
 	// rules), as the kernel's tree-checker does, so that a copy that is
 	// damaged in any way gives way to the next mirror or a rebuild.
 	var checkErr error
-	verify := func(_ disk.LogicalAddr, b []byte) bool {
-		if len(b) != len(buf) {
-			return false
-		}
+	verify := func(b []byte) bool {
 		checkErr = br.check(disk.Node(b), e)
 		return checkErr == nil
 	}
-	if err := br.lr.ReadLogical(buf, addr, verify); err != nil {
+	if err := br.lr.ReadBlock(buf, addr, verify); err != nil {
 		if checkErr != nil {
 			return nil, checkErr
 		}

@@ -153,6 +153,15 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 	return pos, nil
 }
 
+// SeekDataAt returns the first offset at or after off that holds data,
+// without moving the file's offset, so it is safe for concurrent use. Past
+// the last data it fails with ENXIO, like lseek(SEEK_DATA).
+func (f *File) SeekDataAt(off int64) (int64, error) { return f.seekDataHole(off, true) }
+
+// SeekHoleAt returns the first offset at or after off in a hole (the end of
+// the file counts as one), without moving the file's offset.
+func (f *File) SeekHoleAt(off int64) (int64, error) { return f.seekDataHole(off, false) }
+
 // seekDataHole finds the next data (or hole) offset at or after off. Past
 // the end it fails with ENXIO, as Linux does.
 func (f *File) seekDataHole(off int64, data bool) (int64, error) {

@@ -15,11 +15,15 @@ type File struct {
 
 // OpenFile opens an image file or a block device. The size is the file size
 // for regular files and the device capacity for block devices (taken from
-// the BLKGETSIZE64 ioctl on Linux, from seeking to the end elsewhere).
+// the BLKGETSIZE64 ioctl on Linux, from seeking to the end elsewhere). A
+// block device opened for writing is opened exclusively (O_EXCL), which
+// Linux refuses while the device is mounted or otherwise claimed.
 func OpenFile(path string, readOnly bool) (*File, error) {
 	flag := os.O_RDWR
 	if readOnly {
 		flag = os.O_RDONLY
+	} else if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0 {
+		flag |= os.O_EXCL
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {

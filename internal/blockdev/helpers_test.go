@@ -30,6 +30,7 @@ type testSuper struct {
 	dev   disk.UUID
 	gen   disk.Generation
 	csum  disk.CsumType
+	size  uint64 // dev_item total_bytes; 0 means 2 MiB
 }
 
 // encode builds a valid superblock for copy i.
@@ -41,7 +42,10 @@ func (ts testSuper) encode(i int) []byte {
 		SectorSize: 4096, NodeSize: 16384, LeafSize: 16384, StripeSize: 4096,
 		ChunkRootGeneration: ts.gen, IncompatFlags: 0x341, CsumType: ts.csum,
 	}
-	s.DevItem = disk.DevItem{DevID: ts.devid, TotalBytes: 1 << 30, SectorSize: 4096, UUID: ts.dev, FSID: ts.fsid}
+	if ts.size == 0 {
+		ts.size = 2 << 20
+	}
+	s.DevItem = disk.DevItem{DevID: ts.devid, TotalBytes: ts.size, SectorSize: 4096, UUID: ts.dev, FSID: ts.fsid}
 	c := disk.ChunkItem{Length: 8 << 20, Owner: 2, StripeLen: disk.StripeLen, Type: disk.BlockGroupSystem | disk.BlockGroupDUP,
 		IOAlign: disk.StripeLen, IOWidth: disk.StripeLen, SectorSize: 4096, NumStripes: 2, SubStripes: 1,
 		Stripes: []disk.Stripe{{DevID: ts.devid, Offset: 1 << 20}, {DevID: ts.devid, Offset: 9 << 20}}}

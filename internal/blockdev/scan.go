@@ -127,6 +127,10 @@ func group(all []*Member) (*Set, error) {
 		if m.SuperCopy != 0 {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: primary superblock unusable, using copy %d", m.Path, m.SuperCopy))
 		}
+		if size := m.Device.Size(); m.Super.DevItem.TotalBytes > uint64(size) {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: device has %d bytes but its dev_item claims %d: truncated?",
+				m.Path, size, m.Super.DevItem.TotalBytes))
+		}
 		if m.Super.Generation < newest {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: devid %d is at generation %d, filesystem at %d: skipped as stale",
 				m.Path, m.DevID(), m.Super.Generation, newest))

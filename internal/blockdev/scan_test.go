@@ -36,6 +36,7 @@ func TestScan(t *testing.T) {
 		"other": newMemSuper(t, testSuper{fsid: disk.UUID{0xaa}, devid: 4, dev: disk.UUID{4}, gen: 10}),
 		"clash": newMemSuper(t, testSuper{fsid: fs, devid: 2, dev: disk.UUID{9}, gen: 10}),
 		"blank": blockdev.NewMem(2 << 20),
+		"short": newMemSuper(t, testSuper{fsid: fs, devid: 5, dev: disk.UUID{5}, gen: 10, size: 3 << 20}),
 	}
 	open := memOpener(devs)
 	s, err := blockdev.ScanWith([]string{"stale", "a", "b", "a"}, blockdev.ScanOptions{Open: open})
@@ -56,6 +57,10 @@ func TestScan(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	s, err = blockdev.ScanWith([]string{"short"}, blockdev.ScanOptions{Open: open})
+	if err != nil || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "truncated") {
+		t.Fatalf("short device: %v %q", err, s.Warnings)
 	}
 
 	for _, tc := range []struct {

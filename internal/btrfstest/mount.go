@@ -94,7 +94,7 @@ func Mount(tb testing.TB, opts string, devs ...string) string {
 	for _, d := range st.devs[1:] {
 		data = append(data, "device="+d)
 	}
-	if err := unix.Mount(st.devs[0], st.dir, "btrfs", flags, strings.Join(data, ",")); err != nil {
+	if err := mountRetry(st.devs, st.dir, flags, strings.Join(data, ",")); err != nil {
 		detachAll(tb, st.owned)
 		st.lock.release()
 		tb.Fatalf("mount -t btrfs -o %q %s %s: %v%s", opts, strings.Join(st.devs, " "), st.dir, err, kernelLog())
@@ -177,4 +177,27 @@ func kernelLog() string {
 		return ""
 	}
 	return fmt.Sprintf("\nrecent kernel messages:\n%s", strings.Join(keep, "\n"))
+}
+
+// mountRetry mounts, retrying a few times when the kernel reports a device
+// of a multi-device filesystem missing (ENOENT) or the filesystem busy
+// (EEXIST): other test processes attach, scan and detach loop devices at
+// the same time, and the kernel's list of known btrfs devices is global, so
+// a registration can be lost between the scan that mount's device= options
+// make and the mount itself. Each retry registers the devices again.
+func mountRetry(devs []string, dir string, flags uintptr, data string) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = unix.Mount(devs[0], dir, "btrfs", flags, data); err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+		if len(devs) > 1 {
+			_, _ = runCmd("btrfs", append([]string{"device", "scan"}, devs...)...)
+		}
+		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
+	}
+	return err
 }

@@ -22,7 +22,10 @@ var ErrVerify = errors.New("copy failed verification")
 
 // VerifyFunc judges bytes read for the logical range starting at logical:
 // true means they are good (checksums match). ReadLogical calls it once per
-// piece; a piece may be any sector-aligned part of the request.
+// piece (a stripe element, or up to the chunk end for mirrored profiles)
+// and, when a piece fails whole, again for each sector of it; so b may be
+// any sector-aligned part of the request. A check that needs the whole
+// buffer, like a tree block's, belongs with ReadBlock, which never splits.
 type VerifyFunc func(logical disk.LogicalAddr, b []byte) bool
 
 // Reader reads logical ranges through a Map from a set of devices, trying
@@ -120,9 +123,9 @@ func (e *ReadError) Unwrap() []error {
 // boundaries; each piece is read from its first copy and passed to verify
 // (nil accepts everything). On an I/O error, a missing device or a failed
 // verification the next copy is tried; RAID5/6 data is rebuilt from parity
-// (one lost column for RAID5, up to two for RAID6). When every copy of a
-// large mirrored piece fails, it is retried sector by sector, so sectors
-// bad on different mirrors are still read. The error of an unmapped range
+// (one lost column for RAID5, up to two for RAID6). When every way of
+// reading a piece fails, it is retried sector by sector, so sectors bad on
+// different mirrors or columns are still read. The error of an unmapped range
 // wraps ErrNotMapped; when every copy fails it is a *ReadError.
 func (r *Reader) ReadLogical(p []byte, logical disk.LogicalAddr, verify VerifyFunc) error {
 	return r.ReadLogicalTrace(p, logical, verify, nil)
@@ -175,19 +178,43 @@ func (r *Reader) ReadBlock(p []byte, logical disk.LogicalAddr, verify func(b []b
 	return r.readPiece(p, &s.mp, v, nil, s, false)
 }
 
-// readPiece reads one mapped piece into buf.
+// readPiece reads one mapped piece into buf. If every way of reading the
+// piece whole fails and split is set, it retries sector by sector, so that
+// damage spread over several copies or columns at different offsets is
+// still survivable, as the kernel's per-sector repair makes it.
 func (r *Reader) readPiece(buf []byte, mp *Mapping, verify VerifyFunc, trace func(Piece), s *scratch, split bool) error {
+	err := r.readWhole(buf, mp, verify, trace, s)
+	if err == nil || !split || len(buf) <= r.sectorSize || onlyMissing(err) {
+		return err
+	}
+	return r.readSectors(buf, mp, verify, trace, s)
+}
+
+// readWhole reads one piece without splitting it.
+func (r *Reader) readWhole(buf []byte, mp *Mapping, verify VerifyFunc, trace func(Piece), s *scratch) error {
 	if mp.Chunk.profile.Parity() > 0 {
 		return r.readParity(buf, mp, verify, trace, s)
 	}
 	failed, err := r.readCopies(buf, mp.Logical, mp.Copies, verify, trace, nil)
-	if err == nil {
-		return nil
-	}
-	if !split || len(buf) <= r.sectorSize || len(mp.Copies) < 2 {
+	if err != nil {
 		return &ReadError{Logical: mp.Logical, Length: len(buf), Attempts: failed}
 	}
-	return r.readSectors(buf, mp, verify, trace)
+	return nil
+}
+
+// onlyMissing reports whether every attempt failed for lack of a device,
+// in which case smaller reads cannot do better.
+func onlyMissing(err error) bool {
+	var re *ReadError
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, a := range re.Attempts {
+		if !errors.Is(a.Err, ErrDeviceMissing) && !errors.Is(a.Err, errTooManyLost) {
+			return false
+		}
+	}
+	return true
 }
 
 // readCopies tries each copy in order. It returns the failed attempts
@@ -210,20 +237,16 @@ func (r *Reader) readCopies(buf []byte, logical disk.LogicalAddr, copies []Locat
 	return failed, errors.New("all copies failed")
 }
 
-// readSectors retries a mirrored piece one sector at a time, so that each
-// sector may come from a different copy.
-func (r *Reader) readSectors(buf []byte, mp *Mapping, verify VerifyFunc, trace func(Piece)) error {
-	copies := make([]Location, len(mp.Copies))
+// readSectors reads a piece one sector at a time, each sector trying every
+// copy (or parity rebuild) on its own.
+func (r *Reader) readSectors(buf []byte, mp *Mapping, verify VerifyFunc, trace func(Piece), s *scratch) error {
+	var sub Mapping
 	for done := 0; done < len(buf); {
 		l := mp.Logical + disk.LogicalAddr(done)
 		n := min(len(buf)-done, r.sectorSize-int(uint64(l)%uint64(r.sectorSize)))
-		for i, c := range mp.Copies {
-			copies[i] = c
-			copies[i].Physical += disk.PhysicalAddr(done)
-		}
-		failed, err := r.readCopies(buf[done:done+n], l, copies, verify, trace, nil)
-		if err != nil {
-			return &ReadError{Logical: l, Length: n, Attempts: failed}
+		mp.Chunk.MapRange(l, uint64(n), &sub)
+		if err := r.readWhole(buf[done:done+n], &sub, verify, trace, s); err != nil {
+			return err
 		}
 		done += n
 	}

@@ -22,7 +22,7 @@ import (
 // Options tune Run. The zero value extracts everything it is allowed to:
 // owners only when running as root, xattrs that the host accepts.
 type Options struct {
-	// Workers copy file contents in parallel; 0 means GOMAXPROCS.
+	// Workers copy file contents in parallel; 0 means 4 per CPU.
 	Workers int
 	// NoOwners skips chown even when running as root.
 	NoOwners bool
@@ -95,11 +95,28 @@ type dirMeta struct {
 	st   *btrfs.Stat
 }
 
+// fileJob copies one range of a file; large files are split into several
+// jobs so one big file still keeps every worker busy.
 type fileJob struct {
+	f          *outFile
+	start, end int64
+}
+
+// outFile is one regular file being extracted by one or more jobs.
+type outFile struct {
 	name, dst string
 	st        *btrfs.Stat
-	out       *os.File // created before the job is queued, so links to it can be made at once
+	out       *os.File // created before the jobs are queued, so links to it can be made at once
+	src       *btrfs.File
+
+	mu      sync.Mutex
+	pending int   // jobs not yet finished
+	bytes   int64 // data bytes copied so far
+	err     error // first failure
 }
+
+// splitSize is the range one job copies of a large file.
+const splitSize = 8 << 20
 
 // Run extracts src (an io/fs path, "." for the whole filesystem view) into
 // the directory dst, which is created if needed. It returns the counts and,
@@ -109,7 +126,9 @@ func Run(ctx context.Context, fsys *btrfs.FS, src, dst string, opts Options) (St
 		links: make(map[inodeID]string), jobs: make(chan fileJob, 64)}
 	workers := opts.Workers
 	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+		// Reading is mostly waiting for the device: keep several reads in
+		// flight per core.
+		workers = 4 * runtime.GOMAXPROCS(0)
 	}
 	for i := 0; i < workers; i++ {
 		r.wg.Add(1)
@@ -222,12 +241,7 @@ func (r *runner) entry(name, dst string, fi fs.FileInfo) {
 	}
 	switch {
 	case mode.IsRegular():
-		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			r.fail(name, err)
-			return
-		}
-		r.jobs <- fileJob{name: name, dst: dst, st: st, out: out}
+		r.queueFile(name, dst, st)
 		return
 	case mode&fs.ModeSymlink != 0:
 		target, err := r.fsys.ReadLink(name)
@@ -256,22 +270,71 @@ func (r *runner) count(f func(*Stats)) {
 	r.mu.Unlock()
 }
 
+func (r *runner) queueFile(name, dst string, st *btrfs.Stat) {
+	src, err := r.fsys.OpenFile(name)
+	if err != nil {
+		r.fail(name, err)
+		return
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		src.Close()
+		r.fail(name, err)
+		return
+	}
+	f := &outFile{name: name, dst: dst, st: st, out: out, src: src}
+	size := int64(st.Size)
+	n := max(1, int((size+splitSize-1)/splitSize))
+	f.pending = n
+	for i := 0; i < n; i++ {
+		r.jobs <- fileJob{f: f, start: int64(i) * splitSize, end: min(size, int64(i+1)*splitSize)}
+	}
+}
+
 func (r *runner) worker() {
 	defer r.wg.Done()
 	buf := make([]byte, 1<<20)
 	for j := range r.jobs {
+		var n int64
+		var err error
 		if r.ctx.Err() != nil {
-			continue
+			err = r.ctx.Err()
+		} else {
+			n, err = r.copyRange(j, buf)
 		}
-		n, err := r.copyFile(j, buf)
-		if err != nil {
-			r.fail(j.name, err)
-			continue
-		}
-		r.count(func(s *Stats) { s.Files++; s.Bytes += n })
-		if r.opts.Progress != nil {
-			r.opts.Progress(n)
-		}
-		r.applyMeta(j.name, j.dst, j.st, false)
+		r.finishJob(j.f, n, err)
 	}
+}
+
+// finishJob records one job's result; the last job of a file closes it and
+// sets its metadata.
+func (r *runner) finishJob(f *outFile, n int64, err error) {
+	f.mu.Lock()
+	f.bytes += n
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	f.pending--
+	last := f.pending == 0
+	f.mu.Unlock()
+	if !last {
+		return
+	}
+	err = f.err
+	if err == nil {
+		err = f.out.Truncate(int64(f.st.Size))
+	}
+	if cerr := f.out.Close(); err == nil {
+		err = cerr
+	}
+	f.src.Close()
+	if err != nil {
+		r.fail(f.name, err)
+		return
+	}
+	r.count(func(s *Stats) { s.Files++; s.Bytes += f.bytes })
+	if r.opts.Progress != nil {
+		r.opts.Progress(f.bytes)
+	}
+	r.applyMeta(f.name, f.dst, f.st, false)
 }

@@ -13,51 +13,38 @@ import (
 	"github.com/gobtrfs/btrfs"
 )
 
-// copyFile writes the data ranges of a regular file into j.out, leaving
-// holes as holes, and returns the bytes copied.
-func (r *runner) copyFile(j fileJob, buf []byte) (n int64, err error) {
-	defer func() {
-		if cerr := j.out.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	f, err := r.fsys.OpenFile(j.name)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	size := int64(j.st.Size)
-	for off := int64(0); off < size; {
-		start, err := f.Seek(off, btrfs.SeekData)
-		if errors.Is(err, syscall.ENXIO) {
+// copyRange writes the data ranges of [j.start, j.end) of a regular file
+// into its output, leaving holes as holes, and returns the bytes copied.
+func (r *runner) copyRange(j fileJob, buf []byte) (n int64, err error) {
+	for off := j.start; off < j.end; {
+		start, err := j.f.src.SeekDataAt(off)
+		if errors.Is(err, syscall.ENXIO) || (err == nil && start >= j.end) {
 			break
 		}
 		if err != nil {
 			return n, err
 		}
-		end, err := f.Seek(start, btrfs.SeekHole)
+		end, err := j.f.src.SeekHoleAt(start)
 		if err != nil {
 			return n, err
 		}
+		end = min(end, j.end)
 		for pos := start; pos < end; {
 			if r.ctx.Err() != nil {
 				return n, r.ctx.Err()
 			}
 			chunk := buf[:min(int64(len(buf)), end-pos)]
-			m, err := f.ReadAt(chunk, pos)
+			m, err := j.f.src.ReadAt(chunk, pos)
 			if err != nil && !(err == io.EOF && m == len(chunk)) {
 				return n, err
 			}
-			if _, err := j.out.WriteAt(chunk[:m], pos); err != nil {
+			if _, err := j.f.out.WriteAt(chunk[:m], pos); err != nil {
 				return n, err
 			}
 			pos += int64(m)
 			n += int64(m)
 		}
 		off = end
-	}
-	if err := j.out.Truncate(size); err != nil {
-		return n, err
 	}
 	return n, nil
 }
