@@ -79,9 +79,11 @@ deleted are not listed.`,
 
 const zeroUUID = "00000000-0000-0000-0000-000000000000"
 
+// uuidOrDash prints a uuid, or "-" padded to a uuid's width for none, as
+// btrfs-progs aligns its columns.
 func uuidOrDash(u string) string {
 	if u == zeroUUID {
-		return "-"
+		return fmt.Sprintf("%-36s", "-")
 	}
 	return u
 }
