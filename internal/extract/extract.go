@@ -41,6 +41,7 @@ type Failure struct {
 // Error reports every failure of a Run that went on past them.
 type Error struct{ Failures []Failure }
 
+// Error lists the failures, at most 20 of them.
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d paths could not be extracted:", len(e.Failures))
