@@ -138,8 +138,12 @@ func TestTruncated(t *testing.T) {
 			if typ == Zlib {
 				end -= 4 // the Adler-32 trailer is not needed
 			}
-			for cut := range end {
-				dst := make([]byte, len(src)+1)
+			dst := make([]byte, len(src)+1)
+			// Every cut near the ends (headers, trailers), a stride between.
+			for cut := 0; cut < end; cut++ {
+				if cut > 64 && cut < end-64 && cut%37 != 0 {
+					continue
+				}
 				if err := Decompress(typ, dst, out[:cut], 4096); !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("%v: %d-byte stream cut to %d: err = %v", typ, len(out), cut, err)
 				}

@@ -93,19 +93,13 @@ func lzo1xDecompress(dst, src []byte) (int, error) {
 				length = 3
 			}
 			next = t & 3
-		case t < 32:
+		case t < 64:
+			var end bool
 			var err error
-			if length, err = lzoMatchLen(src, &ip, t&7, 7); err != nil {
+			if length, dist, next, ip, end, err = lzoLongMatch(src, ip, t); err != nil {
 				return op, err
 			}
-			if len(src)-ip < 2 {
-				return op, errLZOInputOverrun
-			}
-			v := int(src[ip]) | int(src[ip+1])<<8
-			ip += 2
-			dist = 16384 + (t&8)<<11 + v>>2
-			next = v & 3
-			if dist == 16384 {
+			if end {
 				if length != 3 {
 					return op, errLZOEndMarker
 				}
@@ -114,18 +108,6 @@ func lzo1xDecompress(dst, src []byte) (int, error) {
 				}
 				return op, nil
 			}
-		case t < 64:
-			var err error
-			if length, err = lzoMatchLen(src, &ip, t&31, 31); err != nil {
-				return op, err
-			}
-			if len(src)-ip < 2 {
-				return op, errLZOInputOverrun
-			}
-			v := int(src[ip]) | int(src[ip+1])<<8
-			ip += 2
-			dist = v>>2 + 1
-			next = v & 3
 		default:
 			if ip >= len(src) {
 				return op, errLZOInputOverrun
@@ -148,6 +130,29 @@ func lzo1xDecompress(dst, src []byte) (int, error) {
 		}
 		state = next
 	}
+}
+
+// lzoLongMatch decodes the rest of an M4 (t 16..31) or M3 (t 32..63)
+// instruction starting at src[ip], after its first byte t. end reports the
+// end marker: an M4 with distance exactly 16384.
+func lzoLongMatch(src []byte, ip, t int) (length, dist, next, nip int, end bool, err error) {
+	field := 31
+	if t < 32 {
+		field = 7
+	}
+	if length, err = lzoMatchLen(src, &ip, t&field, field); err != nil {
+		return 0, 0, 0, ip, false, err
+	}
+	if len(src)-ip < 2 {
+		return 0, 0, 0, ip, false, errLZOInputOverrun
+	}
+	v := int(src[ip]) | int(src[ip+1])<<8
+	ip += 2
+	if t >= 32 {
+		return length, v>>2 + 1, v & 3, ip, false, nil
+	}
+	dist = 16384 + (t&8)<<11 + v>>2
+	return length, dist, v & 3, ip, dist == 16384, nil
 }
 
 // lzoMatchLen returns 2 + the length field l of a match instruction, where a

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/zlib"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -57,11 +56,9 @@ func decompressZlib(dst, src []byte) (int, error) {
 			break
 		}
 		if err != nil {
-			var ce flate.CorruptInputError
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce) {
-				return n, corruptf("zlib: deflate data after output offset %d: %v", n, err)
-			}
-			return n, corruptf("zlib: %v", err)
+			// io.ErrUnexpectedEOF (data ends early) or a
+			// flate.CorruptInputError (offset into the deflate data).
+			return n, corruptf("zlib: deflate data, output offset %d: %v", n, err)
 		}
 		if m == 0 {
 			// flate never returns (0, nil) for a non-empty buffer; guard
