@@ -28,6 +28,7 @@ func BenchmarkExtractVsKernel(b *testing.B) {
 	for _, v := range []struct{ name, mount string }{{"plain", ""}, {"zstd", "compress-force=zstd"}} {
 		b.Run(v.name, func(b *testing.B) {
 			img := benchImage(b, v.mount)
+			b.ResetTimer()
 			var kernel, ours time.Duration
 			var bytes int64
 			for i := 0; i < b.N; i++ {
