@@ -11,4 +11,6 @@ var subcommands = []func() *cobra.Command{
 	newExtractCommand,
 	newSubvolumeCommand,
 	newInfoCommand,
+	NewDumpSuperCommand,
+	NewDumpTreeCommand,
 }
