@@ -13,4 +13,5 @@ var subcommands = []func() *cobra.Command{
 	newInfoCommand,
 	NewDumpSuperCommand,
 	NewDumpTreeCommand,
+	NewBenchCommand,
 }

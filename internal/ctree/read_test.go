@@ -100,7 +100,7 @@ func TestCursorAgainstSortedSlice(t *testing.T) {
 		for i := range keys {
 			keys[i] = disk.Key{ObjectID: disk.ObjectID(256 + i/3), Type: disk.ExtentDataKey, Offset: uint64(i%3) * 4096}
 		}
-		root := bulkBuild(m, keys, 1+r.IntN(40), 2+r.IntN(5))
+		root := bulkBuild(m, keys, 5+r.IntN(40), 3+r.IntN(5)) // at most 7 levels for 3000 keys
 		c := NewCursor(m, root)
 		// Forward iteration visits every key in order.
 		i := 0

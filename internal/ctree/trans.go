@@ -1,0 +1,204 @@
+package ctree
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Trans is the engine's side of one running transaction: its generation,
+// the store, the Stats collector, and the table of blocks in use (the
+// kernel's extent buffer cache, kept per transaction). Many goroutines may
+// use one Trans at once, on one tree or several.
+//
+// Every block a tree operation touches goes through the table, so there is
+// exactly one in-memory block (and one lock) per address. Blocks created in
+// this transaction and not yet written are the dirty set, written out by
+// WriteDirty.
+type Trans struct {
+	gen      disk.Generation // immutable
+	store    Store           // immutable
+	stats    *Stats          // immutable
+	params   Params          // immutable
+	maxPtrs  int             // immutable: key pointers per node (NP)
+	dataSize int             // immutable: leaf data size (LDS)
+
+	mu     sync.Mutex
+	blocks map[disk.LogicalAddr]*block // every block used; protected by mu
+	dirty  map[disk.LogicalAddr]*block // private blocks to write; protected by mu
+}
+
+// NewTrans starts the engine's view of transaction gen over s. Counters go
+// to stats (a fresh Stats when nil). gen must be newer than every block
+// already in the store.
+func NewTrans(s Store, gen disk.Generation, stats *Stats) *Trans {
+	if stats == nil {
+		stats = new(Stats)
+	}
+	p := s.Params()
+	return &Trans{gen: gen, store: s, stats: stats, params: p,
+		maxPtrs: disk.MaxKeyPtrs(p.NodeSize), dataSize: disk.LeafDataSize(p.NodeSize),
+		blocks: map[disk.LogicalAddr]*block{}, dirty: map[disk.LogicalAddr]*block{}}
+}
+
+// Generation returns the transaction id.
+func (tx *Trans) Generation() disk.Generation { return tx.gen }
+
+// Stats returns the counters this transaction adds to.
+func (tx *Trans) Stats() *Stats { return tx.stats }
+
+// Store returns the store blocks come from and go to.
+func (tx *Trans) Store() Store { return tx.store }
+
+// DirtyBlocks returns the number of blocks waiting to be written.
+func (tx *Trans) DirtyBlocks() int {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return len(tx.dirty)
+}
+
+// WriteDirty writes out every dirty block, in address order: it sets the
+// header's WRITTEN flag and hands the block to the store, which computes
+// the checksum. Afterwards those blocks are no longer private: changing one
+// again, even in this transaction, copies it first (ctree-algorithms.md
+// section 2.1). Preconditions: no tree operation runs concurrently.
+func (tx *Trans) WriteDirty() (int, error) {
+	tx.mu.Lock()
+	list := make([]*block, 0, len(tx.dirty))
+	for _, b := range tx.dirty {
+		list = append(list, b)
+	}
+	clear(tx.dirty)
+	tx.mu.Unlock()
+	slices.SortFunc(list, func(a, b *block) int {
+		switch {
+		case a.addr < b.addr:
+			return -1
+		case a.addr > b.addr:
+			return 1
+		}
+		return 0
+	})
+	for _, b := range list {
+		le.PutUint64(b.buf[offFlags:], b.flags()|disk.HeaderFlagWritten)
+		if err := tx.store.Write(b.addr, b.buf); err != nil {
+			return 0, fmt.Errorf("write tree block %d: %w", b.addr, err)
+		}
+	}
+	tx.stats.BlocksWritten.Add(int64(len(list)))
+	return len(list), nil
+}
+
+// lookup returns the block at e.Bytenr from the table, reading it from the
+// store on first use. A block already in the table is checked against the
+// level and generation the parent promises (I5, I6); the store checks
+// blocks it reads completely.
+func (tx *Trans) lookup(e disk.Expect) (*block, error) {
+	tx.mu.Lock()
+	b := tx.blocks[e.Bytenr]
+	tx.mu.Unlock()
+	if b == nil {
+		n, err := tx.store.ReadBlock(e.Bytenr, e)
+		if err != nil {
+			return nil, err
+		}
+		if len(n) != tx.params.NodeSize {
+			return nil, &disk.CorruptError{Logical: e.Bytenr, Tree: e.Owner,
+				What: fmt.Sprintf("block of %d bytes, node size %d", len(n), tx.params.NodeSize)}
+		}
+		nb := &block{addr: e.Bytenr, buf: n}
+		tx.mu.Lock()
+		if b = tx.blocks[e.Bytenr]; b == nil {
+			b = nb
+			tx.blocks[e.Bytenr] = b
+		}
+		tx.mu.Unlock()
+		return b, nil
+	}
+	// Generation and level of a block never change while it is reachable
+	// (except the level of a root, which is not reached through a pointer),
+	// so reading them without the block's lock is safe.
+	if (e.Level >= 0 && b.level() != e.Level) || (e.Generation != 0 && b.generation() != e.Generation) {
+		return nil, &disk.CorruptError{Logical: e.Bytenr, Tree: e.Owner,
+			What: fmt.Sprintf("cached block level %d generation %d, parent expects level %d generation %d",
+				b.level(), b.generation(), e.Level, e.Generation)}
+	}
+	return b, nil
+}
+
+// np is the number of key pointers a node holds (NP).
+func (tx *Trans) np() int { return tx.maxPtrs }
+
+// lds is the leaf data size (LDS).
+func (tx *Trans) lds() int { return tx.dataSize }
+
+// add records a block created in this transaction: in the table, and in
+// the dirty set.
+func (tx *Trans) add(b *block) {
+	tx.mu.Lock()
+	tx.blocks[b.addr] = b
+	tx.dirty[b.addr] = b
+	tx.mu.Unlock()
+}
+
+// private reports whether b may be changed in place: created in this
+// transaction and not written out since (the inverse of should_cow).
+func (tx *Trans) private(b *block) bool {
+	return b.generation() == tx.gen && !b.written()
+}
+
+// free hands a block no tree points to back to the store, and forgets it:
+// it is never written (the kernel's clean_tree_block).
+func (tx *Trans) free(b *block) {
+	reuse := tx.private(b)
+	tx.mu.Lock()
+	delete(tx.dirty, b.addr)
+	if reuse {
+		// The address may come back from Alloc for another block.
+		delete(tx.blocks, b.addr)
+	}
+	tx.mu.Unlock()
+	tx.store.Free(b.addr, reuse)
+	tx.stats.BlocksFreed.Add(1)
+}
+
+// newBlock allocates a block for tree owner at level, with a fresh header
+// and no items, write-locked, and records it as dirty.
+func (tx *Trans) newBlock(owner disk.ObjectID, level int, hint disk.LogicalAddr) (*block, error) {
+	addr, err := tx.store.Alloc(owner, level, hint)
+	if err != nil {
+		return nil, fmt.Errorf("allocate tree block (tree %s level %d): %w", owner.TreeName(), level, err)
+	}
+	b := &block{addr: addr, buf: make([]byte, tx.params.NodeSize)}
+	h := disk.Header{FSID: tx.params.FSID, Bytenr: addr, Flags: disk.MixedBackrefRev << disk.BackrefRevShift,
+		ChunkTreeUUID: tx.params.ChunkTreeUUID, Generation: tx.gen, Owner: owner, Level: uint8(level)}
+	h.Encode(b.buf)
+	b.mu.Lock()
+	tx.add(b)
+	tx.stats.BlocksAllocated.Add(1)
+	return b, nil
+}
+
+// copyBlock allocates a copy of b for tree owner (the first half of
+// btrfs_force_cow_block): same content, new bytenr, this generation,
+// WRITTEN and RELOC cleared, owner and fsid rewritten. The copy is
+// write-locked and dirty.
+func (tx *Trans) copyBlock(b *block, owner disk.ObjectID) (*block, error) {
+	const gib = 1 << 30
+	nb, err := tx.newBlock(owner, b.level(), b.addr&^(gib-1))
+	if err != nil {
+		return nil, err
+	}
+	addr := nb.addr
+	copy(nb.buf, b.buf)
+	copy(nb.buf[offFSID:offFSID+16], tx.params.FSID[:])
+	le.PutUint64(nb.buf[offBytenr:], uint64(addr))
+	const revMask = uint64(0xff) << disk.BackrefRevShift
+	le.PutUint64(nb.buf[offFlags:], b.flags()&^(disk.HeaderFlagWritten|disk.HeaderFlagReloc|revMask)|
+		disk.MixedBackrefRev<<disk.BackrefRevShift)
+	le.PutUint64(nb.buf[offGen:], uint64(tx.gen))
+	le.PutUint64(nb.buf[offOwner:], uint64(owner))
+	return nb, nil
+}
