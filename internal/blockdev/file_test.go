@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
 )
 
 func TestFile(t *testing.T) {
@@ -58,31 +59,8 @@ func TestFile(t *testing.T) {
 	}
 }
 
-// requireInterop skips unless the test can run as root with the named
-// tools; GOBTRFS_INTEROP=1 turns the skip into a failure.
-func requireInterop(t *testing.T, tools ...string) {
-	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("GOBTRFS_INTEROP") == "1" {
-			t.Fatalf("GOBTRFS_INTEROP=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if os.Geteuid() != 0 {
-		skip("not root")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			skip(tool + " not found")
-		}
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		skip("no loop devices")
-	}
-}
-
 func TestFileBlockDevice(t *testing.T) {
-	requireInterop(t, "losetup")
+	btrfstest.RequireInterop(t)
 	img := filepath.Join(t.TempDir(), "img")
 	const size = 3<<20 + 512*7
 	if err := os.WriteFile(img, nil, 0o644); err != nil {

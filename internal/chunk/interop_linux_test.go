@@ -16,32 +16,10 @@ import (
 	"testing"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
-
-// requireInterop skips unless the test runs as root with the named tools
-// and loop devices; GOBTRFS_INTEROP=1 turns the skip into a failure.
-func requireInterop(t *testing.T, tools ...string) {
-	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("GOBTRFS_INTEROP") == "1" {
-			t.Fatalf("GOBTRFS_INTEROP=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if os.Geteuid() != 0 {
-		skip("not root")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			skip(tool + " not found")
-		}
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		skip("no loop devices")
-	}
-}
 
 // run runs a command and returns its output, failing the test on error.
 func run(t *testing.T, name string, args ...string) string {
@@ -254,7 +232,7 @@ func readFile(t *testing.T, r *chunk.Reader, exts []fileExtent, want []byte) []c
 // writes a file through the kernel, and reads it back through our map
 // and reader: healthy, with devices removed, and with a copy corrupted.
 func TestInteropKernelImages(t *testing.T) {
-	requireInterop(t, "mkfs.btrfs", "btrfs", "losetup", "mount", "umount")
+	btrfstest.RequireInterop(t)
 	if testing.Short() {
 		t.Skip("short mode")
 	}
