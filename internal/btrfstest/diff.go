@@ -236,3 +236,30 @@ func fmtRanges(rs []Range) string {
 func fmtTime(ns int64) string {
 	return fmt.Sprintf("%d (%s)", ns, time.Unix(0, ns).UTC().Format(time.RFC3339Nano))
 }
+
+// LineDiff compares two command outputs line by line and describes the
+// first difference with a few lines of context, or returns "" if they are
+// equal: whole dumps are too long for a full diff in a test log.
+func LineDiff(want, got string) string {
+	if want == got {
+		return ""
+	}
+	w, g := strings.SplitAfter(want, "\n"), strings.SplitAfter(got, "\n")
+	i := 0
+	for i < len(w) && i < len(g) && w[i] == g[i] {
+		i++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "first difference at line %d (want %d lines, got %d)\n", i+1, len(w), len(g))
+	from := max(0, i-3)
+	for j := from; j < i; j++ {
+		fmt.Fprintf(&b, "  %q\n", w[j])
+	}
+	for j := i; j < min(len(w), i+4); j++ {
+		fmt.Fprintf(&b, "- %q\n", w[j])
+	}
+	for j := i; j < min(len(g), i+4); j++ {
+		fmt.Fprintf(&b, "+ %q\n", g[j])
+	}
+	return b.String()
+}

@@ -55,30 +55,6 @@ func runProgs(t *testing.T, args ...string) (string, int) {
 	return out.String(), 0
 }
 
-// lineDiff describes the first difference between two outputs.
-func lineDiff(want, got string) string {
-	if want == got {
-		return ""
-	}
-	w, g := strings.SplitAfter(want, "\n"), strings.SplitAfter(got, "\n")
-	i := 0
-	for i < len(w) && i < len(g) && w[i] == g[i] {
-		i++
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "first difference at line %d (want %d lines, got %d)\n", i+1, len(w), len(g))
-	for j := max(0, i-3); j < i; j++ {
-		fmt.Fprintf(&b, "  %q\n", w[j])
-	}
-	for j := i; j < min(len(w), i+4); j++ {
-		fmt.Fprintf(&b, "- %q\n", w[j])
-	}
-	for j := i; j < min(len(g), i+4); j++ {
-		fmt.Fprintf(&b, "+ %q\n", g[j])
-	}
-	return b.String()
-}
-
 // variant is one way of calling dump-tree: our arguments and progs'.
 type variant struct{ ours, progs []string }
 
@@ -137,7 +113,7 @@ func compareTree(t *testing.T, devs []string, v variant) {
 	}
 	got, err := runOurs(NewDumpTreeCommand, append(args, devs[0])...)
 	want, code := runProgs(t, append(append([]string{"dump-tree"}, v.progs...), devs...)...)
-	if d := lineDiff(want, got); d != "" {
+	if d := btrfstest.LineDiff(want, got); d != "" {
 		t.Errorf("dump-tree %s: output differs from btrfs-progs (-want +got):\n%s", strings.Join(v.ours, " "), d)
 	}
 	if (err != nil) != (code != 0) {
@@ -150,7 +126,7 @@ func compareSuper(t *testing.T, args ...string) {
 	t.Helper()
 	got, err := runOurs(NewDumpSuperCommand, args...)
 	want, code := runProgs(t, append([]string{"dump-super"}, args...)...)
-	if d := lineDiff(want, got); d != "" {
+	if d := btrfstest.LineDiff(want, got); d != "" {
 		t.Errorf("dump-super %s: output differs from btrfs-progs (-want +got):\n%s", strings.Join(args, " "), d)
 	}
 	if (err != nil) != (code != 0) {

@@ -146,7 +146,7 @@ func (c *craftFS) compareBlock(t *testing.T, name string, n disk.Node, o BlockOp
 	if err := Block(&got, n, o); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	if d := lineDiff(want, got.String()); d != "" {
+	if d := btrfstest.LineDiff(want, got.String()); d != "" {
 		t.Errorf("%s: output differs from btrfs-progs (-want +got):\n%s", name, d)
 	}
 }

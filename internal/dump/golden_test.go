@@ -124,7 +124,7 @@ func TestGolden(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v (generate the golden files with -update)", err)
 				}
-				if d := lineDiff(string(want), g); d != "" {
+				if d := btrfstest.LineDiff(string(want), g); d != "" {
 					t.Errorf("%s%s differs from the golden file (-want +got):\n%s", name, ext, d)
 				}
 			}

@@ -52,7 +52,7 @@ func compareSuper(t *testing.T, name string, raw []byte, extra ...string) {
 		}
 		got.WriteString("\n")
 	}
-	if d := lineDiff(want, got.String()); d != "" {
+	if d := btrfstest.LineDiff(want, got.String()); d != "" {
 		t.Errorf("%s: output differs from btrfs-progs (-want +got):\n%s", name, d)
 	}
 }
