@@ -1,11 +1,14 @@
 package btrfs
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -191,5 +194,82 @@ func TestTreeLoopIsCaught(t *testing.T) {
 	_, err = Open(img, nil)
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("open with a self-referencing root: %v, want ErrCorrupt", err)
+	}
+}
+
+// fsNocowFl is FS_NOCOW_FL of linux/fs.h (chattr +C), which x/sys lacks.
+const fsNocowFl = 0x00800000
+
+// TestInteropDataMirrorFallbackAndNodatasum: a data sector damaged in one
+// DUP copy is read from the other; damaged in both it is an error naming
+// the place; a NODATASUM (nocow) file is read without checksums, as the
+// kernel reads it.
+func TestInteropDataMirrorFallbackAndNodatasum(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{DataProfile: "dup", MetadataProfile: "dup"})
+	mnt := btrfstest.Mount(t, "", img)
+	want := make([]byte, 256<<10)
+	for i := range want {
+		want[i] = byte(i*7 + i>>9)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "dup"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nocow := filepath.Join(mnt, "nocow")
+	f, err := os.Create(nocow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, fsNocowFl); err != nil {
+		t.Fatalf("chattr +C: %v", err)
+	}
+	if _, err := f.Write(want[:64<<10]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	btrfstest.Unmount(t, mnt)
+
+	fsys, err := Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dupCopies := physical(t, fsys, fileExtentStart(t, fsys, "dup")+8192)
+	nocowCopies := physical(t, fsys, fileExtentStart(t, fsys, "nocow"))
+	st, _ := fsys.Lstat("nocow")
+	if st.Sys().(*Stat).Flags&uint64(disk.InodeNoDataSum) == 0 {
+		t.Fatalf("nocow file flags %#x lack NODATASUM", st.Sys().(*Stat).Flags)
+	}
+	fsys.Close()
+	if len(dupCopies) != 2 {
+		t.Fatalf("data has %d copies, want 2 (DUP)", len(dupCopies))
+	}
+
+	read := func(name string) ([]byte, error) {
+		fsys, err := Open(img, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fsys.Close()
+		return fsys.ReadFile(name)
+	}
+	xorAt(t, img, dupCopies[0]+10)
+	if got, err := read("dup"); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("one bad copy: err %v, contents equal %v; want the other copy's bytes", err, bytes.Equal(got, want))
+	}
+	xorAt(t, img, dupCopies[1]+10)
+	if _, err := read("dup"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("both copies bad: %v, want a checksum ErrCorrupt", err)
+	}
+	// NODATASUM: no checksum to catch the damage, so the damaged bytes are
+	// read back, as the kernel would.
+	for _, off := range nocowCopies {
+		xorAt(t, img, off+5)
+	}
+	got, err := read("nocow")
+	if err != nil {
+		t.Fatalf("nocow read: %v", err)
+	}
+	if bytes.Equal(got, want[:64<<10]) || !bytes.Equal(got[6:], want[6:64<<10]) {
+		t.Errorf("nocow file: want exactly the damaged byte changed")
 	}
 }
