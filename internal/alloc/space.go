@@ -1,0 +1,214 @@
+package alloc
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gobtrfs/btrfs/internal/chunk"
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// BlockGroup is one block group as the allocator sees it.
+type BlockGroup struct {
+	// Start and Length are the group's logical range (= its chunk's).
+	Start, Length uint64
+	// Used is the bytes allocated to extents in the group, as the
+	// BLOCK_GROUP_ITEM says at load time and updated by Alloc and Free.
+	Used uint64
+	// Flags are the block group type and profile bits.
+	Flags uint64
+	// Free holds the allocatable bytes: the gaps between extents, minus
+	// superblock-exclusion ranges and minus pinned ranges.
+	Free Extents
+	// Excluded holds the gaps that map onto a superblock copy (or lie
+	// below logical 64 KiB): never allocated, but free in the FST.
+	Excluded Extents
+}
+
+// End returns Start + Length.
+func (g *BlockGroup) End() uint64 { return g.Start + g.Length }
+
+// Space is the free-space model of a whole filesystem: every block group,
+// ordered by start, plus the set of pinned (freed, not yet reusable) bytes.
+type Space struct {
+	groups     []*BlockGroup
+	pinned     Extents
+	nodesize   uint32
+	sectorsize uint32
+}
+
+// Groups returns the block groups in ascending logical order. The pointers
+// are the live groups: callers may read them but must change them only
+// through Space methods.
+func (s *Space) Groups() []*BlockGroup { return s.groups }
+
+// Pinned returns the set of pinned bytes (read only).
+func (s *Space) Pinned() *Extents { return &s.pinned }
+
+// Group returns the block group containing logical address a, or nil.
+func (s *Space) Group(a uint64) *BlockGroup {
+	i := sort.Search(len(s.groups), func(i int) bool { return s.groups[i].End() > a })
+	if i < len(s.groups) && s.groups[i].Start <= a {
+		return s.groups[i]
+	}
+	return nil
+}
+
+// Load builds the Space of a filesystem whose block group items live in
+// the extent tree (no BLOCK_GROUP_TREE feature). See LoadFrom.
+func Load(r ctree.Reader, extentRoot ctree.Root, m *chunk.Map, nodesize, sectorsize uint32) (*Space, error) {
+	return LoadFrom(r, extentRoot, extentRoot, m, nodesize, sectorsize)
+}
+
+// LoadFrom builds the Space from the BLOCK_GROUP_ITEMs of bgRoot (the
+// extent tree, or the block-group tree) and the EXTENT_ITEM and
+// METADATA_ITEM keys of extentRoot. Every group must match a chunk of m
+// exactly and every chunk must have a group; every extent must lie inside
+// one group and not overlap the previous one. Violations wrap
+// disk.ErrCorrupt.
+func LoadFrom(r ctree.Reader, bgRoot, extentRoot ctree.Root, m *chunk.Map, nodesize, sectorsize uint32) (*Space, error) {
+	if nodesize == 0 || sectorsize == 0 {
+		return nil, fmt.Errorf("alloc: nodesize %d, sectorsize %d", nodesize, sectorsize)
+	}
+	s := &Space{nodesize: nodesize, sectorsize: sectorsize}
+	if err := s.loadGroups(r, bgRoot, m); err != nil {
+		return nil, err
+	}
+	if err := s.loadExtents(r, extentRoot); err != nil {
+		return nil, err
+	}
+	for _, g := range s.groups {
+		c, err := m.Lookup(disk.LogicalAddr(g.Start))
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range c.SuperblockExclusions() {
+			lo, hi := uint64(x.Start), uint64(x.End())
+			for gap := range g.Free.All() {
+				if a, b := max(lo, gap.Start), min(hi, gap.End); a < b {
+					g.Excluded.Insert(a, b)
+				}
+			}
+		}
+		for x := range g.Excluded.All() {
+			g.Free.Remove(x.Start, x.End)
+		}
+	}
+	return s, nil
+}
+
+// loadGroups reads every BLOCK_GROUP_ITEM and checks it against m.
+func (s *Space) loadGroups(r ctree.Reader, root ctree.Root, m *chunk.Map) error {
+	c := ctree.NewCursor(r, root)
+	ok, err := c.Seek(disk.Key{})
+	for ; ok && err == nil; ok, err = c.Next() {
+		k := c.Key()
+		if k.Type != disk.BlockGroupItemKey {
+			continue
+		}
+		var it disk.BlockGroupItem
+		if err := it.Decode(c.Data()); err != nil {
+			return disk.Corruptf("block group %d: %v", k.ObjectID, err)
+		}
+		g := &BlockGroup{Start: uint64(k.ObjectID), Length: k.Offset, Used: it.Used, Flags: it.Flags}
+		if err := checkGroup(g, m, s.groups); err != nil {
+			return err
+		}
+		s.groups = append(s.groups, g)
+	}
+	if err != nil {
+		return err
+	}
+	if len(s.groups) != m.Len() {
+		return disk.Corruptf("%d block groups for %d chunks", len(s.groups), m.Len())
+	}
+	return nil
+}
+
+// checkGroup verifies g against its chunk and the previous groups (keys
+// are sorted, so g must start after the previous group's end).
+func checkGroup(g *BlockGroup, m *chunk.Map, prev []*BlockGroup) error {
+	c, err := m.Lookup(disk.LogicalAddr(g.Start))
+	if err != nil {
+		return disk.Corruptf("block group %d: %v", g.Start, err)
+	}
+	if uint64(c.Logical()) != g.Start || c.Length() != g.Length || c.Type() != g.Flags {
+		return disk.Corruptf("block group [%d, +%d) flags %#x does not match chunk %d length %d type %#x",
+			g.Start, g.Length, g.Flags, c.Logical(), c.Length(), c.Type())
+	}
+	if g.Used > g.Length {
+		return disk.Corruptf("block group %d: used %d > length %d", g.Start, g.Used, g.Length)
+	}
+	if n := len(prev); n > 0 && prev[n-1].End() > g.Start {
+		return disk.Corruptf("block group %d overlaps block group %d", g.Start, prev[n-1].Start)
+	}
+	return nil
+}
+
+// loadExtents fills each group's Free with the gaps between the extents of
+// the extent tree that lie inside it.
+func (s *Space) loadExtents(r ctree.Reader, root ctree.Root) error {
+	pos := make(map[*BlockGroup]uint64, len(s.groups)) // end of last extent seen
+	var last uint64
+	c := ctree.NewCursor(r, root)
+	ok, err := c.Seek(disk.Key{})
+	for ; ok && err == nil; ok, err = c.Next() {
+		k := c.Key()
+		var length uint64
+		switch k.Type {
+		case disk.ExtentItemKey:
+			length = k.Offset
+		case disk.MetadataItemKey:
+			length = uint64(s.nodesize)
+		default:
+			continue
+		}
+		start := uint64(k.ObjectID)
+		if length == 0 || start+length < start {
+			return disk.Corruptf("extent item %v: bad length", k)
+		}
+		if start < last {
+			return disk.Corruptf("extent item %v overlaps the previous extent ending at %d", k, last)
+		}
+		last = start + length
+		g := s.Group(start)
+		if g == nil || last > g.End() {
+			return disk.Corruptf("extent item %v not inside one block group", k)
+		}
+		p, seen := pos[g]
+		if !seen {
+			p = g.Start
+		}
+		g.Free.Insert(p, start)
+		pos[g] = last
+	}
+	if err != nil {
+		return err
+	}
+	for _, g := range s.groups {
+		p, seen := pos[g]
+		if !seen {
+			p = g.Start
+		}
+		g.Free.Insert(p, g.End())
+	}
+	return nil
+}
+
+// FreeSpaceTreeView returns the free ranges the free-space tree should
+// record for g once the current transaction commits: the allocatable
+// ranges plus the excluded ranges (the FST does not know about superblock
+// exclusions) plus the pinned ranges inside g (freed extents are gone from
+// the extent tree already).
+func (s *Space) FreeSpaceTreeView(g *BlockGroup) Extents {
+	v := g.Free.Clone()
+	for x := range g.Excluded.All() {
+		v.Insert(x.Start, x.End)
+	}
+	for i := s.pinned.after(g.Start); i < len(s.pinned.r) && s.pinned.r[i].Start < g.End(); i++ {
+		p := s.pinned.r[i]
+		v.Insert(max(p.Start, g.Start), min(p.End, g.End()))
+	}
+	return v
+}
