@@ -35,6 +35,9 @@
 //     stripe length (parity rebuilds use four S-sized scratch buffers,
 //     pooled).
 //
-// This package never writes to devices and knows nothing about trees: the
-// caller supplies chunk items and a verification callback.
+// Writer writes logical ranges to every copy, and for RAID5/6 recomputes
+// the row's P and Q (read-modify-write); it never writes degraded: a write
+// needing a missing device fails before anything is written. Reader never
+// writes. The package knows nothing about trees: the caller supplies chunk
+// items and a verification callback.
 package chunk
