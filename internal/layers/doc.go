@@ -8,11 +8,12 @@
 //	1  internal/blockdev                                       devices, cache
 //	2  internal/chunk                                          logical -> physical
 //	3  internal/ctree                                          the B-tree
-//	4  internal/alloc, internal/txn, internal/bench            allocation, transactions, workloads
-//	5  btrfs (the module root)                                 the filesystem
-//	6  mkfs, check, fuse, internal/dump, internal/extract                   tools over the filesystem
-//	7  internal/cli                                            the command line
-//	8  cmd/gobtrfs
+//	4  internal/alloc, internal/bench                          free space; benchmark workloads
+//	5  internal/txn                                            transactions
+//	6  btrfs (the module root)                                 the filesystem
+//	7  mkfs, check, fuse, internal/dump, internal/extract      tools over the filesystem
+//	8  internal/cli                                            the command line
+//	9  cmd/gobtrfs
 //
 // In addition check never imports the writer (txn, alloc), and
 // internal/btrfstest is imported by tests only.

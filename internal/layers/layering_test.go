@@ -13,11 +13,12 @@ var rank = map[string]int{
 	"internal/blockdev": 1,
 	"internal/chunk":    2,
 	"internal/ctree":    3,
-	"internal/alloc":    4, "internal/txn": 4, "internal/bench": 4,
-	"":     5,
-	"mkfs": 6, "check": 6, "fuse": 6, "internal/dump": 6, "internal/extract": 6,
-	"internal/cli": 7,
-	"cmd/gobtrfs":  8,
+	"internal/alloc":    4, "internal/bench": 4,
+	"internal/txn": 5,
+	"":             6,
+	"mkfs":         7, "check": 7, "fuse": 7, "internal/dump": 7, "internal/extract": 7,
+	"internal/cli": 8,
+	"cmd/gobtrfs":  9,
 }
 
 // forbidden lists imports that ranks alone would allow but the design does not.

@@ -1,0 +1,290 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// maxPasses bounds the fixpoint of Commit: every pass after the first only
+// has the few blocks the previous pass copied to account for, and those
+// are private (changed in place) afterwards, so a handful suffice.
+const maxPasses = 64
+
+// errNoFixpoint means the commit's bookkeeping kept allocating blocks.
+var errNoFixpoint = errors.New("txn: commit bookkeeping did not reach a fixpoint")
+
+// step is one named stage of Commit.
+type step struct {
+	name string
+	run  func() error
+}
+
+// Commit makes the transaction durable: it settles the extent tree, block
+// group items, free-space tree and root items to a fixpoint, writes every
+// new block to every copy and syncs, then writes the superblocks and syncs
+// again, and finally makes the bytes freed in this transaction
+// allocatable. On an error before the superblocks are written the
+// filesystem on disk is unchanged and the transaction is aborted.
+// Preconditions: no tree operation of this transaction runs concurrently.
+func (t *Txn) Commit() error {
+	if t.done {
+		return fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	if t.err != nil {
+		err := t.err
+		t.Abort()
+		return err
+	}
+	var sb disk.Superblock
+	pre := []step{
+		{"settle metadata", t.settle},
+		{"write tree blocks", t.writeBlocks},
+		{"prepare superblock", func() (err error) { sb, err = t.newSuper(); return err }},
+	}
+	for _, s := range pre {
+		if err := s.run(); err != nil {
+			t.Abort()
+			return fmt.Errorf("commit %d: %s: %w", t.gen, s.name, err)
+		}
+	}
+	t.done = true
+	t.fs.running = nil
+	if err := t.fs.writeSupers(&sb); err != nil {
+		// Some superblocks may be new, some old: both commits are
+		// complete on disk, but memory matches neither for sure.
+		t.fs.broken = err
+		return fmt.Errorf("commit %d: write superblocks: %w", t.gen, err)
+	}
+	t.fs.sb = sb
+	t.fs.space.Unpin()
+	return nil
+}
+
+// Abort ends the transaction without writing anything: the free-space
+// model is reloaded from the committed extent tree.
+func (t *Txn) Abort() {
+	if t.done {
+		return
+	}
+	t.done = true
+	t.fs.running = nil
+	if err := t.fs.loadSpace(); err != nil {
+		t.fs.broken = err
+	}
+}
+
+// settle runs the bookkeeping steps until a whole pass allocates and frees
+// nothing: then every item they maintain describes the final state.
+func (t *Txn) settle() error {
+	steps := []step{
+		{"extent items", t.settleExtents},
+		{"block group items", t.settleBlockGroups},
+		{"free space tree", t.settleFST},
+		{"root items", t.settleRoots},
+	}
+	for pass := 0; pass < maxPasses; pass++ {
+		before := t.changes
+		for _, s := range steps {
+			if err := s.run(); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			if t.err != nil {
+				return fmt.Errorf("%s: %w", s.name, t.err)
+			}
+		}
+		if t.changes == before {
+			return nil
+		}
+	}
+	return errNoFixpoint
+}
+
+// sortedAddrs returns the keys of m in ascending order.
+func sortedAddrs[V any](m map[disk.LogicalAddr]V) []disk.LogicalAddr {
+	out := make([]disk.LogicalAddr, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// settleExtents deletes the METADATA_ITEM of every freed block and adds one
+// for every new live block, repeating while doing so allocates or frees.
+func (t *Txn) settleExtents() error {
+	et, err := t.Tree(disk.ExtentTreeObjectID)
+	if err != nil {
+		return err
+	}
+	for {
+		var todo []disk.LogicalAddr
+		for a := range t.live {
+			if !t.recorded[a] {
+				todo = append(todo, a)
+			}
+		}
+		if len(t.gone) == 0 && len(todo) == 0 {
+			return nil
+		}
+		for _, a := range sortedAddrs(t.gone) {
+			delete(t.gone, a)
+			if err := t.deleteExtent(et, a); err != nil {
+				return err
+			}
+		}
+		slices.Sort(todo)
+		for _, a := range todo {
+			info, ok := t.live[a]
+			if !ok || t.recorded[a] {
+				continue // freed or recorded meanwhile
+			}
+			t.recorded[a] = true
+			if err := et.InsertItem(t.tx, metadataKey(a, info.level), t.metadataItem(info.owner)); err != nil {
+				return fmt.Errorf("insert extent item of block %d: %w", a, err)
+			}
+		}
+	}
+}
+
+// metadataKey is the skinny extent key of a tree block.
+func metadataKey(a disk.LogicalAddr, level int) disk.Key {
+	return disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: uint64(level)}
+}
+
+// metadataItem is the METADATA_ITEM payload of a block made in this
+// transaction: one reference, from its owner tree.
+func (t *Txn) metadataItem(owner disk.ObjectID) []byte {
+	it := disk.ExtentItem{Refs: 1, Generation: t.gen, Flags: disk.ExtentFlagTreeBlock,
+		InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(owner)}}}
+	b := make([]byte, it.Size())
+	it.Encode(b)
+	return b
+}
+
+// deleteExtent removes the extent item of the tree block at a. Only blocks
+// with a single reference are handled: shared blocks (snapshots) need
+// reference counting this slice does not do.
+func (t *Txn) deleteExtent(et *ctree.Tree, a disk.LogicalAddr) error {
+	var keys []disk.Key
+	var derr error
+	start := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.ExtentItemKey}
+	end := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: ^uint64(0)}
+	err := et.Range(t.tx, start, end, func(k disk.Key, data []byte) (bool, error) {
+		var it disk.ExtentItem
+		if err := it.DecodeAs(k.Type, data); err != nil {
+			derr = &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &k, What: "extent item", Err: err}
+		} else if it.Refs != 1 || it.Flags&disk.ExtentFlagFullBackref != 0 {
+			derr = fmt.Errorf("%w: freeing shared tree block %d (refs %d)", ErrUnsupported, a, it.Refs)
+		}
+		keys = append(keys, k)
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case derr != nil:
+		return derr
+	case len(keys) != 1:
+		return disk.Corruptf("tree block %d freed: %d extent items", a, len(keys))
+	}
+	if _, err := et.DeleteItem(t.tx, keys[0]); err != nil {
+		return fmt.Errorf("delete extent item of block %d: %w", a, err)
+	}
+	return nil
+}
+
+// touchedGroups returns the start of every touched block group, ascending.
+func (t *Txn) touchedGroups() []uint64 {
+	out := make([]uint64, 0, len(t.touched))
+	for s := range t.touched {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// settleBlockGroups sets used of every touched BLOCK_GROUP_ITEM to alloc's.
+func (t *Txn) settleBlockGroups() error {
+	et, err := t.Tree(disk.ExtentTreeObjectID)
+	if err != nil {
+		return err
+	}
+	for _, s := range t.touchedGroups() {
+		g := t.fs.space.Group(s)
+		key := disk.Key{ObjectID: disk.ObjectID(g.Start), Type: disk.BlockGroupItemKey, Offset: g.Length}
+		data, found, err := et.Lookup(t.tx, key)
+		if err != nil {
+			return err
+		}
+		var it disk.BlockGroupItem
+		if !found {
+			return disk.Corruptf("no block group item %v", key)
+		}
+		if err := it.Decode(data); err != nil {
+			return &disk.CorruptError{Tree: disk.ExtentTreeObjectID, Key: &key, What: "block group item", Err: err}
+		}
+		if it.Used == g.Used {
+			continue
+		}
+		used := g.Used
+		err = et.UpdateItem(t.tx, key, func(b []byte) error {
+			it.Used = used
+			it.Encode(b)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleRoots writes the current root of every opened tree (but the root
+// and chunk trees, which the superblock records) into its ROOT_ITEM. The
+// extent tree's item is always rewritten, which copies the root tree's
+// root: the superblock generation must be the root tree root's.
+func (t *Txn) settleRoots() error {
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Tree(disk.ExtentTreeObjectID); err != nil {
+		return err
+	}
+	for _, id := range sortedIDs(t.rootKeys) {
+		r := t.trees[id].Root()
+		err := rt.UpdateItem(t.tx, t.rootKeys[id], func(b []byte) error {
+			var ri disk.RootItem
+			if err := ri.Decode(b); err != nil {
+				return err
+			}
+			ri.Bytenr, ri.Level, ri.Generation = r.Addr, uint8(r.Level), r.Generation
+			if !ri.Legacy {
+				ri.GenerationV2 = r.Generation
+			}
+			if ri.Size() != len(b) {
+				return disk.Corruptf("root item of tree %s: %d bytes", id.TreeName(), len(b))
+			}
+			ri.Encode(b)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("tree %s: %w", id.TreeName(), err)
+		}
+	}
+	return nil
+}
+
+// sortedIDs returns the keys of m in ascending order.
+func sortedIDs(m map[disk.ObjectID]disk.Key) []disk.ObjectID {
+	out := make([]disk.ObjectID, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}

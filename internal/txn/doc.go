@@ -1,0 +1,34 @@
+// Package txn changes a btrfs filesystem on real devices through
+// transactions: trees are edited with the copy-on-write engine of
+// internal/ctree, and Commit turns the blocks the engine allocated and freed
+// into extent-tree, block-group and free-space-tree items, writes every new
+// block and then the superblocks, so that a crash at any point leaves either
+// the old or the new commit on disk (docs/design/0004-transactions.md).
+//
+// # Model
+//
+// An FS is the open, writable filesystem: the devices, the chunk map, the
+// last committed superblock and the free-space model (alloc.Space). At
+// most one Txn runs at a time. A Txn implements ctree.Store: blocks the
+// engine writes stay in memory until Commit; Alloc takes nodesize-aligned
+// space from METADATA groups (SYSTEM for the chunk tree); Free pins.
+//
+// Invariants:
+//
+//   - Nothing reachable from the last committed superblock is overwritten:
+//     new blocks go only to bytes alloc.Space reports free, and freed bytes
+//     stay pinned until the superblock that no longer needs them is durable.
+//   - Commit writes all tree blocks and syncs before it writes any
+//     superblock, and syncs again afterwards.
+//   - Before the write-out, the extent tree holds exactly one METADATA_ITEM
+//     for every live tree block, every touched BLOCK_GROUP_ITEM's used is
+//     alloc's Used, and the free-space tree of every touched group equals
+//     alloc's FreeSpaceTreeView (the fixpoint of Commit).
+//
+// # What it must never do
+//
+// It never writes a device before Commit, never allocates chunks (this
+// slice), never touches data extents or checksums, and refuses filesystems
+// it cannot keep consistent (log tree present, no skinny metadata,
+// block-group tree, extent tree v2, shared tree blocks).
+package txn

@@ -1,0 +1,218 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/alloc"
+	"github.com/gobtrfs/btrfs/internal/blockdev"
+	"github.com/gobtrfs/btrfs/internal/chunk"
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// ErrUnsupported is returned for filesystems or changes this package
+// cannot (yet) keep consistent.
+var ErrUnsupported = errors.New("txn: unsupported")
+
+// ErrBusy is returned by Begin while another transaction runs.
+var ErrBusy = errors.New("txn: a transaction is already running")
+
+// FS is a btrfs filesystem opened for writing. It is not safe for
+// concurrent use (one goroutine begins and commits transactions; the trees
+// of a running Txn may be used concurrently, as ctree allows).
+type FS struct {
+	set    *blockdev.Set
+	sb     disk.Superblock // last committed superblock
+	chunks *chunk.Map
+	rd     *chunk.Reader
+	wr     *chunk.Writer
+	space  *alloc.Space
+	hasFST bool
+	// chunkTreeUUID is stamped in every block header, read from the chunk root.
+	chunkTreeUUID disk.UUID
+	// running is the transaction in progress, nil between transactions.
+	running *Txn
+	// broken is set when a commit failed half way: the on-disk state is
+	// still the old commit, but memory no longer matches it.
+	broken error
+}
+
+// Open opens the devices of one filesystem read-write and loads what a
+// transaction needs: the chunk map (superblock system chunks, then the
+// chunk tree) and the free-space model from the extent tree.
+func Open(paths []string) (*FS, error) {
+	return OpenWith(paths, blockdev.ScanOptions{})
+}
+
+// OpenWith is Open with scan options; Writable is always set. Tests pass
+// opts.Open to put fault-injecting or in-memory devices underneath.
+func OpenWith(paths []string, opts blockdev.ScanOptions) (*FS, error) {
+	opts.Writable = true
+	set, err := blockdev.ScanWith(paths, opts)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := openSet(set)
+	if err != nil {
+		set.Close()
+		return nil, err
+	}
+	return fs, nil
+}
+
+// openSet bootstraps an FS from a scanned device set.
+func openSet(set *blockdev.Set) (*FS, error) {
+	sb := *set.Super
+	if err := supported(&sb); err != nil {
+		return nil, err
+	}
+	m, err := chunk.NewMapFromSuper(&sb)
+	if err != nil {
+		return nil, err
+	}
+	devs := set.Devices()
+	fs := &FS{set: set, sb: sb, chunks: m, rd: chunk.NewReader(m, devs), wr: chunk.NewWriter(m, devs),
+		hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0}
+	cr, err := fs.ReadBlock(sb.ChunkRoot, disk.Expect{Bytenr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel),
+		Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID})
+	if err != nil {
+		return nil, fmt.Errorf("chunk root: %w", err)
+	}
+	fs.chunkTreeUUID = cr.Header().ChunkTreeUUID
+	if err := loadChunkTree(fs, fs.chunkRoot(), m); err != nil {
+		return nil, fmt.Errorf("chunk tree: %w", err)
+	}
+	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
+		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes)", ErrUnsupported, missing)
+	}
+	if err := fs.loadSpace(); err != nil {
+		return nil, err
+	}
+	return fs, nil
+}
+
+// supported refuses features whose bookkeeping this package does not do.
+func supported(sb *disk.Superblock) error {
+	switch {
+	case sb.LogRoot != 0:
+		return fmt.Errorf("%w: log tree present (replay it by mounting first)", ErrUnsupported)
+	case sb.IncompatFlags&disk.IncompatSkinnyMetadata == 0:
+		return fmt.Errorf("%w: no skinny metadata", ErrUnsupported)
+	case sb.IncompatFlags&disk.IncompatExtentTreeV2 != 0:
+		return fmt.Errorf("%w: extent tree v2", ErrUnsupported)
+	case sb.CompatROFlags&disk.CompatROBlockGroupTree != 0:
+		return fmt.Errorf("%w: block group tree", ErrUnsupported)
+	case sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 && sb.CacheGeneration != 0:
+		return fmt.Errorf("%w: v1 space cache", ErrUnsupported)
+	case sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0 && sb.CompatROFlags&disk.CompatROFreeSpaceTreeValid == 0:
+		return fmt.Errorf("%w: free space tree not valid", ErrUnsupported)
+	}
+	return nil
+}
+
+// loadChunkTree adds every CHUNK_ITEM of the chunk tree to m.
+func loadChunkTree(r ctree.Reader, root ctree.Root, m *chunk.Map) error {
+	return ctree.Walk(r, root, func(n disk.Node, _ int) error {
+		if !n.IsLeaf() {
+			return nil
+		}
+		for i := 0; i < n.NumItems(); i++ {
+			k := n.Key(i)
+			if k.Type != disk.ChunkItemKey {
+				continue
+			}
+			var ci disk.ChunkItem
+			if err := ci.Decode(n.ItemData(i)); err != nil {
+				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "chunk item", Err: err}
+			}
+			if err := m.Add(disk.LogicalAddr(k.Offset), &ci); err != nil {
+				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "chunk item", Err: err}
+			}
+		}
+		return nil
+	})
+}
+
+// loadSpace (re)builds the free-space model from the committed extent tree.
+func (fs *FS) loadSpace() error {
+	ri, _, err := fs.rootItem(disk.ExtentTreeObjectID)
+	if err != nil {
+		return fmt.Errorf("extent tree: %w", err)
+	}
+	root := ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.ExtentTreeObjectID}
+	sp, err := alloc.Load(fs, root, fs.chunks, fs.sb.NodeSize, fs.sb.SectorSize)
+	if err != nil {
+		return fmt.Errorf("extent tree: %w", err)
+	}
+	fs.space = sp
+	return nil
+}
+
+// rootTreeRoot is where the committed root tree starts.
+func (fs *FS) rootTreeRoot() ctree.Root {
+	return ctree.Root{Addr: fs.sb.Root, Level: int(fs.sb.RootLevel), Generation: fs.sb.Generation, Owner: disk.RootTreeObjectID}
+}
+
+// chunkRoot is where the committed chunk tree starts.
+func (fs *FS) chunkRoot() ctree.Root {
+	return ctree.Root{Addr: fs.sb.ChunkRoot, Level: int(fs.sb.ChunkRootLevel),
+		Generation: fs.sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
+}
+
+// rootItem finds the committed ROOT_ITEM of tree id: the item with the
+// smallest offset among (id, ROOT_ITEM, *).
+func (fs *FS) rootItem(id disk.ObjectID) (*disk.RootItem, disk.Key, error) {
+	c := ctree.NewCursor(fs, fs.rootTreeRoot())
+	ok, err := c.Seek(disk.Key{ObjectID: id, Type: disk.RootItemKey})
+	if err != nil {
+		return nil, disk.Key{}, err
+	}
+	if !ok || c.Key().ObjectID != id || c.Key().Type != disk.RootItemKey {
+		return nil, disk.Key{}, fmt.Errorf("no ROOT_ITEM for tree %s", id.TreeName())
+	}
+	var ri disk.RootItem
+	if err := ri.Decode(c.Data()); err != nil {
+		k := c.Key()
+		return nil, disk.Key{}, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k, What: "root item", Err: err}
+	}
+	return &ri, c.Key(), nil
+}
+
+// blockParams are what committed blocks are checked against.
+func (fs *FS) blockParams() disk.BlockParams {
+	return disk.BlockParams{NodeSize: int(fs.sb.NodeSize), CsumType: fs.sb.CsumType,
+		FSID: fs.sb.MetadataFSID(), SuperGen: fs.sb.Generation}
+}
+
+// ReadBlock implements ctree.Reader over the committed filesystem: the
+// block is read from any good copy and checked completely.
+func (fs *FS) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	p := fs.blockParams()
+	buf := make([]byte, p.NodeSize)
+	if err := fs.rd.ReadBlock(buf, addr, p.CsumType.VerifyBlock); err != nil {
+		return nil, err
+	}
+	n := disk.Node(buf)
+	if err := n.Check(p, e); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Generation returns the generation of the last commit.
+func (fs *FS) Generation() disk.Generation { return fs.sb.Generation }
+
+// Super returns a copy of the last committed superblock.
+func (fs *FS) Super() disk.Superblock { return fs.sb }
+
+// Space returns the free-space model (read only; for tests and tools).
+func (fs *FS) Space() *alloc.Space { return fs.space }
+
+// Close closes the devices. A running transaction is aborted.
+func (fs *FS) Close() error {
+	if fs.running != nil {
+		fs.running.Abort()
+	}
+	return fs.set.Close()
+}

@@ -1,0 +1,138 @@
+package txn
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// blockInfo is what the extent tree must record about a tree block.
+type blockInfo struct {
+	owner disk.ObjectID
+	level int
+}
+
+// Txn is one running transaction. It implements ctree.Store for the
+// engine: blocks stay in memory until Commit. Trees are opened with Tree
+// and changed through Trans.
+type Txn struct {
+	fs  *FS
+	gen disk.Generation
+	tx  *ctree.Trans
+
+	trees    map[disk.ObjectID]*ctree.Tree
+	rootKeys map[disk.ObjectID]disk.Key // ROOT_ITEM key of every opened tree but root and chunk
+
+	// mu protects the maps and counters below: the engine calls the
+	// Store methods from every goroutine that works on a tree.
+	mu      sync.Mutex
+	pending map[disk.LogicalAddr][]byte // blocks handed to Write, checksummed, not yet on disk
+
+	// Extent bookkeeping for Commit. live: allocated in this transaction
+	// and not freed; recorded: those whose METADATA_ITEM is in the extent
+	// tree; gone: blocks whose METADATA_ITEM must be deleted (committed
+	// blocks freed, or recorded blocks freed again).
+	live     map[disk.LogicalAddr]blockInfo
+	recorded map[disk.LogicalAddr]bool
+	gone     map[disk.LogicalAddr]bool
+	touched  map[uint64]bool // start of every block group alloc or free changed
+	changes  int             // count of Alloc and Free calls, for the fixpoint
+	err      error           // first error of Alloc/Free, reported by Commit
+	done     bool
+}
+
+// Begin starts a transaction with generation super generation + 1.
+func (fs *FS) Begin() (*Txn, error) {
+	if fs.broken != nil {
+		return nil, fmt.Errorf("txn: filesystem unusable after failed commit: %w", fs.broken)
+	}
+	if fs.running != nil {
+		return nil, ErrBusy
+	}
+	t := &Txn{fs: fs, gen: fs.sb.Generation + 1,
+		trees: map[disk.ObjectID]*ctree.Tree{}, rootKeys: map[disk.ObjectID]disk.Key{},
+		pending: map[disk.LogicalAddr][]byte{},
+		live:    map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
+		gone: map[disk.LogicalAddr]bool{}, touched: map[uint64]bool{}}
+	t.tx = ctree.NewTrans(t, t.gen, nil)
+	fs.running = t
+	return t, nil
+}
+
+// Generation returns the transaction id T.
+func (t *Txn) Generation() disk.Generation { return t.gen }
+
+// Trans returns the engine transaction to pass to tree operations.
+func (t *Txn) Trans() *ctree.Trans { return t.tx }
+
+// Tree opens tree id in this transaction: the root and chunk trees from
+// the superblock, every other tree from its ROOT_ITEM. The same *Tree is
+// returned for the same id. Tree itself is not safe for concurrent use:
+// open the trees before sharing them between goroutines.
+func (t *Txn) Tree(id disk.ObjectID) (*ctree.Tree, error) {
+	if t.done {
+		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	if tr := t.trees[id]; tr != nil {
+		return tr, nil
+	}
+	var root ctree.Root
+	switch id {
+	case disk.RootTreeObjectID:
+		root = t.fs.rootTreeRoot()
+	case disk.ChunkTreeObjectID:
+		root = t.fs.chunkRoot()
+	default:
+		rt, err := t.Tree(disk.RootTreeObjectID)
+		if err != nil {
+			return nil, err
+		}
+		ri, key, err := t.lookupRootItem(rt, id)
+		if err != nil {
+			return nil, err
+		}
+		root = ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id}
+		t.rootKeys[id] = key
+	}
+	tr, err := ctree.Open(t.tx, root, ctree.Options{})
+	if err != nil {
+		return nil, err
+	}
+	t.trees[id] = tr
+	return tr, nil
+}
+
+// lookupRootItem finds the ROOT_ITEM of id in the running root tree.
+func (t *Txn) lookupRootItem(rt *ctree.Tree, id disk.ObjectID) (*disk.RootItem, disk.Key, error) {
+	var (
+		ri    disk.RootItem
+		key   disk.Key
+		found bool
+		derr  error
+	)
+	start := disk.Key{ObjectID: id, Type: disk.RootItemKey}
+	end := disk.Key{ObjectID: id, Type: disk.RootItemKey, Offset: ^uint64(0)}
+	err := rt.Range(t.tx, start, end, func(k disk.Key, data []byte) (bool, error) {
+		key, found = k, true
+		derr = ri.Decode(data)
+		return false, nil
+	})
+	if err != nil {
+		return nil, key, err
+	}
+	if !found {
+		return nil, key, fmt.Errorf("txn: no ROOT_ITEM for tree %s", id.TreeName())
+	}
+	if derr != nil {
+		return nil, key, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &key, What: "root item", Err: derr}
+	}
+	return &ri, key, nil
+}
+
+// Params implements ctree.Store.
+func (t *Txn) Params() ctree.Params {
+	sb := &t.fs.sb
+	return ctree.Params{NodeSize: int(sb.NodeSize), FSID: sb.MetadataFSID(), ChunkTreeUUID: t.fs.chunkTreeUUID}
+}

@@ -1,0 +1,136 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// writeBlocks hands every dirty block to Write (which checksums it), then
+// writes each to every copy its chunk has and syncs the devices. Every
+// block allocated in this transaction and still live must be among them:
+// the extent tree already says it exists.
+func (t *Txn) writeBlocks() error {
+	if _, err := t.tx.WriteDirty(); err != nil {
+		return err
+	}
+	if len(t.pending) != len(t.live) {
+		return fmt.Errorf("txn: %d blocks to write but %d live new blocks", len(t.pending), len(t.live))
+	}
+	for _, a := range sortedAddrs(t.pending) {
+		if _, ok := t.live[a]; !ok {
+			return fmt.Errorf("txn: block %d written but not live", a)
+		}
+		if err := t.fs.wr.WriteLogical(t.pending[a], a); err != nil {
+			return fmt.Errorf("write tree block %d: %w", a, err)
+		}
+	}
+	return t.fs.wr.Sync()
+}
+
+// currentRoot is the root of tree id at the end of the transaction: the
+// running tree if it was opened, else its committed ROOT_ITEM; ok is false
+// when the tree does not exist.
+func (t *Txn) currentRoot(id disk.ObjectID) (ctree.Root, bool) {
+	if tr := t.trees[id]; tr != nil {
+		return tr.Root(), true
+	}
+	ri, _, err := t.fs.rootItem(id)
+	if err != nil {
+		return ctree.Root{}, false
+	}
+	return ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id}, true
+}
+
+// newSuper builds the superblock of this commit from the committed one.
+func (t *Txn) newSuper() (disk.Superblock, error) {
+	old := &t.fs.sb
+	sb := *old
+	rr, _ := t.currentRoot(disk.RootTreeObjectID)
+	if rr.Generation != t.gen {
+		return sb, fmt.Errorf("txn: root tree root generation %d, transaction %d", rr.Generation, t.gen)
+	}
+	sb.Generation = t.gen
+	sb.Root, sb.RootLevel = rr.Addr, uint8(rr.Level)
+	if tr := t.trees[disk.ChunkTreeObjectID]; tr != nil {
+		cr := tr.Root()
+		sb.ChunkRoot, sb.ChunkRootLevel, sb.ChunkRootGeneration = cr.Addr, uint8(cr.Level), cr.Generation
+	}
+	var used uint64
+	for _, g := range t.fs.space.Groups() {
+		used += g.Used
+	}
+	sb.BytesUsed = used
+	sb.LogRoot, sb.LogRootTransID, sb.LogRootLevel = 0, 0, 0
+	sb.CacheGeneration = 0
+	if old.UUIDTreeGeneration == old.Generation {
+		sb.UUIDTreeGeneration = t.gen
+	}
+	sb.Flags |= disk.SuperFlagWritten
+	slot := 0
+	for i, b := range old.BackupRoots {
+		if b.TreeRootGen == old.Generation {
+			slot = (i + 1) % disk.NumBackupRoots
+			break
+		}
+	}
+	sb.BackupRoots[slot] = t.backupRoot(&sb)
+	return sb, nil
+}
+
+// backupRoot records the roots of the commit in the backup-root format.
+func (t *Txn) backupRoot(sb *disk.Superblock) disk.BackupRoot {
+	b := disk.BackupRoot{TreeRoot: sb.Root, TreeRootGen: sb.Generation, TreeRootLevel: sb.RootLevel,
+		ChunkRoot: sb.ChunkRoot, ChunkRootGen: sb.ChunkRootGeneration, ChunkRootLevel: sb.ChunkRootLevel,
+		TotalBytes: sb.TotalBytes, BytesUsed: sb.BytesUsed, NumDevices: sb.NumDevices}
+	if r, ok := t.currentRoot(disk.ExtentTreeObjectID); ok {
+		b.ExtentRoot, b.ExtentRootGen, b.ExtentRootLevel = r.Addr, r.Generation, uint8(r.Level)
+	}
+	if r, ok := t.currentRoot(disk.FSTreeObjectID); ok {
+		b.FSRoot, b.FSRootGen, b.FSRootLevel = r.Addr, r.Generation, uint8(r.Level)
+	}
+	if r, ok := t.currentRoot(disk.DevTreeObjectID); ok {
+		b.DevRoot, b.DevRootGen, b.DevRootLevel = r.Addr, r.Generation, uint8(r.Level)
+	}
+	if r, ok := t.currentRoot(disk.CsumTreeObjectID); ok {
+		b.CsumRoot, b.CsumRootGen, b.CsumRootLevel = r.Addr, r.Generation, uint8(r.Level)
+	}
+	return b
+}
+
+// writeSupers writes sb to every superblock copy that fits on every
+// device, each with its own bytenr and dev_item and its own checksum,
+// between two syncs: the tree blocks must be durable before any
+// superblock points at them, and the commit is only done when the
+// superblocks are durable.
+func (fs *FS) writeSupers(sb *disk.Superblock) error {
+	for _, m := range fs.set.Members {
+		if err := m.Device.Sync(); err != nil {
+			return err
+		}
+	}
+	buf := make([]byte, disk.SuperblockSize)
+	for _, m := range fs.set.Members {
+		for i := 0; i < disk.SuperMirrorMax; i++ {
+			off := disk.SuperblockOffsetOf(i)
+			if int64(off)+disk.SuperblockSize > m.Device.Size() {
+				break
+			}
+			c := *sb
+			c.Bytenr = off
+			c.DevItem = m.Super.DevItem
+			c.Encode(buf)
+			sb.CsumType.SumBlock(buf)
+			if _, err := m.Device.WriteAt(buf, int64(off)); err != nil {
+				return fmt.Errorf("device %d superblock %d: %w", m.DevID(), i, err)
+			}
+		}
+	}
+	for _, m := range fs.set.Members {
+		if err := m.Device.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
