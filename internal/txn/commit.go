@@ -43,7 +43,12 @@ func (t *Txn) Commit() error {
 	pre := []step{
 		{"settle metadata", t.settle},
 		{"write tree blocks", t.writeBlocks},
-		{"prepare superblock", func() (err error) { sb, err = t.newSuper(); return err }},
+		{"prepare superblock", func() (err error) {
+			if sb, err = t.newSuper(); err == nil {
+				err = t.growSuper(&sb)
+			}
+			return err
+		}},
 	}
 	for _, s := range pre {
 		if err := s.run(); err != nil {
@@ -51,6 +56,8 @@ func (t *Txn) Commit() error {
 			return fmt.Errorf("commit %d: %s: %w", t.gen, s.name, err)
 		}
 	}
+	t.growDevices()
+	t.endGrowth()
 	t.done = true
 	t.fs.running = nil
 	if err := t.fs.writeSupers(&sb); err != nil {
@@ -72,13 +79,16 @@ func (t *Txn) Abort() {
 	}
 	t.done = true
 	t.fs.running = nil
+	t.dropChunks()
 	if err := t.fs.loadSpace(); err != nil {
 		t.fs.broken = err
 	}
 }
 
 // settle runs the bookkeeping steps until a whole pass allocates and frees
-// nothing: then every item they maintain describes the final state.
+// nothing: then every item they maintain describes the final state. The
+// items of new chunks are inserted before every step, so each step finds
+// the group items of every group it was told about.
 func (t *Txn) settle() error {
 	steps := []step{
 		{"extent items", t.settleExtents},
@@ -89,6 +99,9 @@ func (t *Txn) settle() error {
 	for pass := 0; pass < maxPasses; pass++ {
 		before := t.changes
 		for _, s := range steps {
+			if err := t.settleChunks(); err != nil {
+				return fmt.Errorf("new chunks: %w", err)
+			}
 			if err := s.run(); err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}

@@ -11,7 +11,12 @@
 // last committed superblock and the free-space model (alloc.Space). At
 // most one Txn runs at a time. A Txn implements ctree.Store: blocks the
 // engine writes stay in memory until Commit; Alloc takes nodesize-aligned
-// space from METADATA groups (SYSTEM for the chunk tree); Free pins.
+// space from METADATA groups (SYSTEM for the chunk tree), adding a new
+// chunk with the filesystem's profile when they are full (chunkalloc.go);
+// Free pins committed blocks until the commit is durable and hands blocks
+// born in this transaction straight back. Open first reads and verifies
+// every metadata block, so a damaged image is refused before anything can
+// change.
 //
 // Invariants:
 //
@@ -27,8 +32,8 @@
 //
 // # What it must never do
 //
-// It never writes a device before Commit, never allocates chunks (this
-// slice), never touches data extents or checksums, and refuses filesystems
-// it cannot keep consistent (log tree present, no skinny metadata,
-// block-group tree, extent tree v2, shared tree blocks).
+// It never writes a device before Commit, never touches data extents or
+// checksums (not yet), never writes degraded or to RAID5/6 metadata, and
+// refuses filesystems it cannot keep consistent (log tree present, no
+// skinny metadata, block-group tree, extent tree v2, shared tree blocks).
 package txn

@@ -40,7 +40,11 @@ type FS struct {
 
 // Open opens the devices of one filesystem read-write and loads what a
 // transaction needs: the chunk map (superblock system chunks, then the
-// chunk tree) and the free-space model from the extent tree.
+// chunk tree) and the free-space model from the extent tree. Before that
+// it reads and verifies every tree block of the filesystem (the cost is a
+// read of all metadata), and refuses a damaged filesystem with an error
+// wrapping disk.ErrCorrupt that names the tree and block: nothing is
+// written to a filesystem that is not known to be intact.
 func Open(paths []string) (*FS, error) {
 	return OpenWith(paths, blockdev.ScanOptions{})
 }
@@ -85,6 +89,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	}
 	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
 		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes)", ErrUnsupported, missing)
+	}
+	if err := fs.verifyMetadata(); err != nil {
+		return nil, err
 	}
 	if err := fs.loadSpace(); err != nil {
 		return nil, err

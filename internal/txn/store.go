@@ -1,8 +1,10 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -23,7 +25,8 @@ func (t *Txn) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error)
 }
 
 // Alloc implements ctree.Store: a nodesize-aligned block from a METADATA
-// group, or a SYSTEM group for the chunk tree.
+// group, or a SYSTEM group for the chunk tree; when the groups are full a
+// new chunk of that type is allocated first.
 func (t *Txn) Alloc(owner disk.ObjectID, level int, hint disk.LogicalAddr) (disk.LogicalAddr, error) {
 	want := disk.BlockGroupMetadata
 	if owner == disk.ChunkTreeObjectID {
@@ -33,6 +36,12 @@ func (t *Txn) Alloc(owner disk.ObjectID, level int, hint disk.LogicalAddr) (disk
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a, err := t.fs.space.Alloc(want, ns, ns)
+	if errors.Is(err, alloc.ErrNoSpace) {
+		// Every group of the type is full: add a chunk (chunkalloc.go).
+		if err = t.growLocked(want); err == nil {
+			a, err = t.fs.space.Alloc(want, ns, ns)
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -42,14 +51,20 @@ func (t *Txn) Alloc(owner disk.ObjectID, level int, hint disk.LogicalAddr) (disk
 	return addr, nil
 }
 
-// Free implements ctree.Store. The bytes are always pinned (alloc has no
-// way to give back an allocation at once), so reuse only means the block
-// never reached the disk and its METADATA_ITEM may not exist.
+// Free implements ctree.Store. A block made in this transaction (reuse)
+// goes straight back to the free space: nothing committed points at it,
+// and reusing its address keeps the commit's fixpoint from chasing blocks
+// that move every pass. Any other block is pinned until the commit.
 func (t *Txn) Free(addr disk.LogicalAddr, reuse bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.pending, addr)
-	if err := t.fs.space.Free(uint64(addr), uint64(t.fs.sb.NodeSize)); err != nil && t.err == nil {
+	_, fresh := t.live[addr]
+	release := t.fs.space.Free
+	if reuse && fresh {
+		release = t.fs.space.Release
+	}
+	if err := release(uint64(addr), uint64(t.fs.sb.NodeSize)); err != nil && t.err == nil {
 		t.err = fmt.Errorf("free tree block %d: %w", addr, err)
 	}
 	t.touch(uint64(addr))

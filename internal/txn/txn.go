@@ -41,6 +41,11 @@ type Txn struct {
 	changes  int             // count of Alloc and Free calls, for the fixpoint
 	err      error           // first error of Alloc/Free, reported by Commit
 	done     bool
+
+	// growMu protects grow: the chunks this transaction allocated and the
+	// device space it took (chunkalloc.go); nil until the first new chunk.
+	growMu sync.Mutex
+	grow   *growth
 }
 
 // Begin starts a transaction with generation super generation + 1.
