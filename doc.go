@@ -1,5 +1,8 @@
 // Package btrfs reads btrfs filesystems from image files and block devices,
-// in pure Go, as the Linux kernel would show them.
+// in pure Go, as the Linux kernel would show them, and (OpenWritable)
+// begins to change them: directories, empty files, modes, times and xattrs
+// so far, each change in a transaction of internal/txn made durable by
+// Commit.
 //
 // Open returns an *FS that implements io/fs.FS, fs.ReadDirFS, fs.ReadFileFS,
 // fs.StatFS and fs.ReadLinkFS over the top-level subvolume (id 5), where
@@ -27,6 +30,9 @@
 //	internal/chunk     logical -> physical mapping, mirrors, parity
 //	internal/ctree     B-tree: read cursor and the copy-on-write engine
 //	btrfs              this package: the filesystem
+//
+// A writable FS reads the state of its last Commit: changes not yet
+// committed are not visible through the io/fs methods (docs/design/0005).
 //
 // This package must never write to a device opened read-only, never trust a
 // length read from disk before checking it against what contains it, and

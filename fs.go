@@ -17,6 +17,7 @@ type FS struct {
 	*volume
 	top  *subvol // the view's root subvolume; immutable
 	view bool    // a view made by Subvolume: Close leaves the devices open
+	w    *writer // the write side of OpenWritable; nil for read-only opens
 }
 
 // volume is the state every view of one filesystem shares.

@@ -1,0 +1,168 @@
+package btrfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
+)
+
+// ErrAborted is returned by every change after one failed half way: the
+// transaction was aborted, the image is as the last Commit left it, and
+// the FS takes no more changes (as the kernel after a transaction abort).
+var ErrAborted = errors.New("btrfs: transaction aborted, filesystem takes no more changes")
+
+// writer is the write side of an FS opened with OpenWritable: the
+// transaction layer and the running transaction. Changes go through the
+// copy-on-write trees of the transaction (ctree.Tree), never through the
+// read path's cursors, because the transaction's dirty blocks live in the
+// engine and are not served to a ctree.Reader until they are written out.
+type writer struct {
+	mu    sync.RWMutex // changes and Commit hold it for writing
+	path  string
+	opts  Options
+	tfs   *txn.FS
+	t     *txn.Txn // the running transaction, nil between transactions
+	dead  error    // set when a change failed after it began changing trees
+	close closerFunc
+}
+
+// OpenWritable opens the filesystem in the image file or block device at
+// path for reading and writing. Changes (Mkdir, Setxattr, ...) go into one
+// transaction that Commit makes durable; Close drops uncommitted changes.
+//
+// The io/fs reads of the returned FS (Open, Stat, ReadDir, ...) see the
+// filesystem as of the last Commit (or the open), not the uncommitted
+// changes. Reads must not run concurrently with Commit, and views made by
+// Subvolume before a Commit stop working after it (Commit reopens the read
+// side). Only the top-level subvolume (id 5) can be changed. opts may be nil.
+func OpenWritable(path string, opts *Options) (*FS, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	tfs, err := txn.Open(append([]string{path}, o.Devices...))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	fsys, err := Open(path, &o)
+	if err != nil {
+		tfs.Close()
+		return nil, err
+	}
+	w := &writer{path: path, opts: o, tfs: tfs}
+	w.close = func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.t != nil {
+			w.t.Abort()
+			w.t = nil
+		}
+		return w.tfs.Close()
+	}
+	fsys.w = w
+	fsys.closers = append(fsys.closers, w.close)
+	return fsys, nil
+}
+
+// Commit makes every change since the last Commit durable as one btrfs
+// transaction. With nothing changed it does nothing. Afterwards reads see
+// the committed state.
+func (fsys *FS) Commit() error {
+	w, err := fsys.writable("commit", ".")
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dead != nil {
+		return ErrAborted
+	}
+	if w.t == nil {
+		return nil
+	}
+	t := w.t
+	w.t = nil
+	if err := t.Commit(); err != nil {
+		w.dead = err
+		return fmt.Errorf("%s: %w", w.path, err)
+	}
+	return fsys.reload()
+}
+
+// reload replaces the read side with a fresh open of the committed
+// filesystem: block addresses freed by the commit may hold new blocks, so
+// the old block cache must not be reused.
+func (fsys *FS) reload() error {
+	nf, err := Open(fsys.w.path, &fsys.w.opts)
+	if err != nil {
+		return fmt.Errorf("reopen after commit: %w", err)
+	}
+	old := fsys.volume
+	nf.closers = append(nf.closers, fsys.w.close)
+	fsys.volume, fsys.top = nf.volume, nf.top
+	var errs []error
+	for _, c := range old.closers[:len(old.closers)-1] {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// writable returns the write side, or an error for a read-only FS.
+func (fsys *FS) writable(op, name string) (*writer, error) {
+	if fsys.w == nil || fsys.view {
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrPermission}
+	}
+	return fsys.w, nil
+}
+
+// change runs fn with the write lock held and the transaction's top-level
+// tree. fn validates first and returns started=false with its error if it
+// changed nothing; an error after a change aborts the transaction.
+func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err error)) error {
+	w, err := fsys.writable(op, name)
+	if err != nil {
+		return err
+	}
+	if !validPath(name) {
+		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dead != nil {
+		return &fs.PathError{Op: op, Path: name, Err: ErrAborted}
+	}
+	if w.t == nil {
+		if w.t, err = w.tfs.Begin(); err != nil {
+			return &fs.PathError{Op: op, Path: name, Err: err}
+		}
+	}
+	tr, err := w.t.Tree(disk.FSTreeObjectID)
+	if err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	c := &wctx{tx: w.t.Trans(), tr: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID}
+	started, err := fn(c)
+	if err == nil {
+		return nil
+	}
+	if started {
+		w.t.Abort()
+		w.t = nil
+		w.dead = err
+	}
+	return &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// wctx is what one change works with: the engine transaction, the
+// subvolume tree, the transaction id and the subvolume's root directory.
+type wctx struct {
+	tx      *ctree.Trans
+	tr      *ctree.Tree
+	gen     disk.Generation
+	rootDir disk.ObjectID
+}
