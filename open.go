@@ -70,7 +70,7 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 		closers:  []closerFunc{set.Close},
 	}
 	chunkRoot := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
-	if err := loadChunkTree(v.blocks, chunkRoot, m); err != nil {
+	if err := ctree.LoadChunkTree(v.blocks, chunkRoot, m); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
 	v.rootTree = ctree.Root{Addr: sb.Root, Level: int(sb.RootLevel), Generation: sb.Generation, Owner: disk.RootTreeObjectID}
@@ -89,30 +89,6 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 		return nil, fmt.Errorf("fs tree: %w", err)
 	}
 	return fsys, nil
-}
-
-// loadChunkTree adds every CHUNK_ITEM of the chunk tree to m. The chunk
-// tree lives in SYSTEM chunks, which the superblock's array already maps.
-func loadChunkTree(r ctree.Reader, root ctree.Root, m *chunk.Map) error {
-	return ctree.Walk(r, root, func(n disk.Node, _ int) error {
-		if !n.IsLeaf() {
-			return nil
-		}
-		for i := 0; i < n.NumItems(); i++ {
-			k := n.Key(i)
-			if k.Type != disk.ChunkItemKey {
-				continue
-			}
-			var ci disk.ChunkItem
-			if err := ci.Decode(n.ItemData(i)); err != nil {
-				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "chunk item", Err: err}
-			}
-			if err := m.Add(disk.LogicalAddr(k.Offset), &ci); err != nil {
-				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "chunk item", Err: err}
-			}
-		}
-		return nil
-	})
 }
 
 // closerFunc adapts a Close method value to io.Closer.

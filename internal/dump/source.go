@@ -78,22 +78,7 @@ func OpenImage(paths []string, superFallback bool) (*Image, error) {
 	}
 	src := NewSource(chunk.NewReader(m, set.Devices()), sb)
 	root := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
-	err = ctree.Walk(src.BlockReader(), root, func(n disk.Node, _ int) error {
-		for i := 0; n.IsLeaf() && i < n.NumItems(); i++ {
-			k := n.Key(i)
-			if k.Type != disk.ChunkItemKey {
-				continue
-			}
-			var c disk.ChunkItem
-			if err := c.Decode(n.ItemData(i)); err != nil {
-				return fmt.Errorf("chunk tree block %d item %d: %w", n.Bytenr(), i, err)
-			}
-			if err := m.Add(disk.LogicalAddr(k.Offset), &c); err != nil {
-				return fmt.Errorf("chunk tree block %d item %d: %w", n.Bytenr(), i, err)
-			}
-		}
-		return nil
-	})
+	err = ctree.LoadChunkTree(src.BlockReader(), root, m)
 	if err != nil {
 		set.Close()
 		return nil, fmt.Errorf("chunk tree: %w", err)

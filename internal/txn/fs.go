@@ -84,7 +84,7 @@ func openSet(set *blockdev.Set) (*FS, error) {
 		return nil, fmt.Errorf("chunk root: %w", err)
 	}
 	fs.chunkTreeUUID = cr.Header().ChunkTreeUUID
-	if err := loadChunkTree(fs, fs.chunkRoot(), m); err != nil {
+	if err := ctree.LoadChunkTree(fs, fs.chunkRoot(), m); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
 	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
@@ -116,29 +116,6 @@ func supported(sb *disk.Superblock) error {
 		return fmt.Errorf("%w: free space tree not valid", ErrUnsupported)
 	}
 	return nil
-}
-
-// loadChunkTree adds every CHUNK_ITEM of the chunk tree to m.
-func loadChunkTree(r ctree.Reader, root ctree.Root, m *chunk.Map) error {
-	return ctree.Walk(r, root, func(n disk.Node, _ int) error {
-		if !n.IsLeaf() {
-			return nil
-		}
-		for i := 0; i < n.NumItems(); i++ {
-			k := n.Key(i)
-			if k.Type != disk.ChunkItemKey {
-				continue
-			}
-			var ci disk.ChunkItem
-			if err := ci.Decode(n.ItemData(i)); err != nil {
-				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "chunk item", Err: err}
-			}
-			if err := m.Add(disk.LogicalAddr(k.Offset), &ci); err != nil {
-				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "chunk item", Err: err}
-			}
-		}
-		return nil
-	})
 }
 
 // loadSpace (re)builds the free-space model from the committed extent tree.
