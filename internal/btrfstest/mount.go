@@ -180,8 +180,8 @@ func kernelLog() string {
 }
 
 // mountRetry mounts, retrying a few times when the kernel reports a device
-// of a multi-device filesystem missing (ENOENT) or the filesystem busy
-// (EEXIST): other test processes attach, scan and detach loop devices at
+// of a multi-device filesystem missing (ENOENT, or EINVAL from mount(2)) or
+// the filesystem busy (EEXIST): other test processes attach, scan and detach loop devices at
 // the same time, and the kernel's list of known btrfs devices is global, so
 // a registration can be lost between the scan that mount's device= options
 // make and the mount itself. Each retry registers the devices again.
@@ -191,7 +191,11 @@ func mountRetry(devs []string, dir string, flags uintptr, data string) error {
 		if err = unix.Mount(devs[0], dir, "btrfs", flags, data); err == nil {
 			return nil
 		}
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EEXIST) {
+		// A lost registration of a multi-device filesystem shows as EINVAL
+		// from mount(2) (the kernel logs "devid N ... is missing").
+		transient := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EEXIST) ||
+			(len(devs) > 1 && errors.Is(err, unix.EINVAL))
+		if !transient {
 			return err
 		}
 		if len(devs) > 1 {
