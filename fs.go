@@ -23,7 +23,8 @@ type FS struct {
 // volume is the state every view of one filesystem shares.
 type volume struct {
 	sb     *disk.Superblock // immutable after Open
-	blocks *blockReader
+	br     *blockReader     // the committed tree blocks
+	blocks ctree.Reader     // what reads use: br, or a running transaction's view of it
 	data   logicalReader
 	chunks *chunk.Map // complete after Open
 

@@ -60,7 +60,7 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	items := disk.ItemCheckParams{SectorSize: sb.SectorSize, NodeSize: sb.NodeSize, CsumType: sb.CsumType, SuperGen: sb.Generation}
 	v := &volume{
 		sb:       sb,
-		blocks:   newBlockReader(chunk.NewReader(m, cached), params, items, o.cacheBytes()),
+		br:       newBlockReader(chunk.NewReader(m, cached), params, items, o.cacheBytes()),
 		data:     chunk.NewReader(m, raw),
 		chunks:   m,
 		devPaths: paths,
@@ -69,6 +69,7 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 		ext:      newExtentCache(8 << 20),
 		closers:  []closerFunc{set.Close},
 	}
+	v.blocks = v.br
 	chunkRoot := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
 	if err := ctree.LoadChunkTree(v.blocks, chunkRoot, m); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)

@@ -29,17 +29,22 @@ type writer struct {
 	t     *txn.Txn // the running transaction, nil between transactions
 	dead  error    // set when a change failed after it began changing trees
 	close closerFunc
+
+	// committedTop is the top-level subvolume as last committed, while
+	// the read side shows the running transaction (write_view.go).
+	committedTop *subvol
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
 // path for reading and writing. Changes (Mkdir, Setxattr, ...) go into one
 // transaction that Commit makes durable; Close drops uncommitted changes.
 //
-// The io/fs reads of the returned FS (Open, Stat, ReadDir, ...) see the
-// filesystem as of the last Commit (or the open), not the uncommitted
-// changes. Reads must not run concurrently with Commit, and views made by
-// Subvolume before a Commit stop working after it (Commit reopens the read
-// side). Only the top-level subvolume (id 5) can be changed. opts may be nil.
+// The io/fs reads of the returned FS (Open, Stat, ReadDir, Xattrs, ...)
+// see every change made so far, committed or not. Reads must not run
+// concurrently with changes or Commit (a change swaps the roots reads
+// start from), and views made by Subvolume before a Commit stop working
+// after it (Commit reopens the read side). Only the top-level subvolume
+// (id 5) can be changed. opts may be nil.
 func OpenWritable(path string, opts *Options) (*FS, error) {
 	var o Options
 	if opts != nil {
@@ -89,8 +94,10 @@ func (fsys *FS) Commit() error {
 	w.t = nil
 	if err := t.Commit(); err != nil {
 		w.dead = err
+		fsys.showCommitted()
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
+	w.committedTop = nil
 	return fsys.reload()
 }
 
@@ -147,6 +154,9 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	}
 	c := &wctx{tx: w.t.Trans(), tr: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID}
 	started, err := fn(c)
+	if started && err == nil {
+		fsys.showTxn(w.t.Trans(), tr)
+	}
 	if err == nil {
 		return nil
 	}
@@ -154,6 +164,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 		w.t.Abort()
 		w.t = nil
 		w.dead = err
+		fsys.showCommitted()
 	}
 	return &fs.PathError{Op: op, Path: name, Err: err}
 }

@@ -180,6 +180,10 @@ func TestWriteInterop(t *testing.T) {
 	}
 	want := writeOps(t, fsys)
 	writeErrors(t, fsys)
+	compareRead(t, fsys, want) // reads see the uncommitted changes
+	if v, err := fsys.Getxattr("a", "user.color"); err != nil || string(v) != "green" {
+		t.Errorf("uncommitted xattr: %q %v", v, err)
+	}
 	if err := fsys.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +326,7 @@ func TestWriteManyInterop(t *testing.T) {
 			delete(want, name)
 		}
 		if i == 200 {
+			compareRead(t, fsys, want) // through the running transaction
 			if err := fsys.Commit(); err != nil {
 				t.Fatal(err)
 			}

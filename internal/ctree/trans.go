@@ -202,3 +202,22 @@ func (tx *Trans) copyBlock(b *block, owner disk.ObjectID) (*block, error) {
 	le.PutUint64(nb.buf[offOwner:], uint64(owner))
 	return nb, nil
 }
+
+// Snapshot returns a copy of the block at addr as this transaction sees it
+// now, when the transaction's table holds it: a block created here (dirty,
+// without a valid checksum yet) or a committed block a tree operation has
+// read. ok is false for any other address, which the committed store
+// serves. Readers use it to see uncommitted changes without taking part
+// in the transaction; the copy is taken under the block's read lock, so it
+// is consistent even while tree operations run.
+func (tx *Trans) Snapshot(addr disk.LogicalAddr) (n disk.Node, ok bool) {
+	tx.mu.Lock()
+	b := tx.blocks[addr]
+	tx.mu.Unlock()
+	if b == nil {
+		return nil, false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return disk.Node(append([]byte(nil), b.buf...)), true
+}
