@@ -1,15 +1,16 @@
 package alloc
 
 import (
-	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // ErrNoSpace is returned by Alloc when no block group of the wanted type
-// has a free, aligned range of the wanted size.
-var ErrNoSpace = errors.New("alloc: no space left in block groups")
+// has a free, aligned range of the wanted size. It wraps syscall.ENOSPC,
+// so the filesystem's callers see the errno Linux gives.
+var ErrNoSpace = fmt.Errorf("alloc: no space left in block groups: %w", syscall.ENOSPC)
 
 // stripeLen is the 64 KiB stripe element: a tree block must not cross one
 // (relative to its chunk start) or it would be split across devices.

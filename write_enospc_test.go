@@ -1,0 +1,94 @@
+package btrfs_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+)
+
+// imageHash is the SHA-256 of the whole image file.
+func imageHash(t *testing.T, path string) [32]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// TestWriteNoSpace fills a small image with metadata until no chunk can be
+// added: the failing change reports ENOSPC, the FS takes no more changes,
+// and the image is byte for byte what the last commit left, which btrfs
+// check and the kernel accept.
+func TestWriteNoSpace(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20, NodeSize: 4096})
+	fsys, err := btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	value := make([]byte, 3800) // one xattr per 4K leaf
+	committed, last := 0, imageHash(t, img)
+	var failure error
+	for i := 0; failure == nil; i++ {
+		if i > 200000 {
+			t.Fatal("no ENOSPC after 200000 files on a 128 MiB image")
+		}
+		name := fmt.Sprintf("f%06d", i)
+		if failure = fsys.CreateEmpty(name, 0o644); failure != nil {
+			break
+		}
+		if failure = fsys.Setxattr(name, "user.fill", value); failure != nil {
+			break
+		}
+		if i%2500 == 2499 {
+			if failure = fsys.Commit(); failure != nil {
+				break
+			}
+			committed, last = i+1, imageHash(t, img)
+		}
+	}
+	t.Logf("no space after %d committed files: %v", committed, failure)
+	if !errors.Is(failure, syscall.ENOSPC) {
+		t.Fatalf("failure is not ENOSPC: %v", failure)
+	}
+	if err := fsys.Mkdir("after", 0o755); !errors.Is(err, btrfs.ErrAborted) {
+		t.Errorf("change after the abort: %v, want ErrAborted", err)
+	}
+	if err := fsys.Commit(); !errors.Is(err, btrfs.ErrAborted) {
+		t.Errorf("commit after the abort: %v, want ErrAborted", err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if imageHash(t, img) != last {
+		t.Fatal("image changed since the last commit")
+	}
+	if committed == 0 {
+		t.Fatal("the image filled before the first commit: make the commits more frequent")
+	}
+	btrfstest.Check(t, []string{img}, false)
+	dir := btrfstest.Mount(t, "ro", img)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != committed {
+		t.Errorf("kernel sees %d files, %d were committed", len(ents), committed)
+	}
+}
