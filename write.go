@@ -30,9 +30,9 @@ type writer struct {
 	dead  error    // set when a change failed after it began changing trees
 	close closerFunc
 
-	// committedTop is the top-level subvolume as last committed, while
-	// the read side shows the running transaction (write_view.go).
-	committedTop *subvol
+	// committed is the read side as last committed, while it shows the
+	// running transaction (write_view.go); nil otherwise.
+	committed *committedView
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
@@ -97,7 +97,7 @@ func (fsys *FS) Commit() error {
 		fsys.showCommitted()
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
-	w.committedTop = nil
+	w.committed = nil
 	return fsys.reload()
 }
 
@@ -152,10 +152,10 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	c := &wctx{tx: w.t.Trans(), tr: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID}
+	c := &wctx{tx: w.t.Trans(), tr: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t}
 	started, err := fn(c)
 	if started && err == nil {
-		fsys.showTxn(w.t.Trans(), tr)
+		err = fsys.showTxn(w.t)
 	}
 	if err == nil {
 		return nil
@@ -176,4 +176,5 @@ type wctx struct {
 	tr      *ctree.Tree
 	gen     disk.Generation
 	rootDir disk.ObjectID
+	t       *txn.Txn // the running transaction, for data extents and refs
 }

@@ -3,6 +3,7 @@ package btrfs
 import (
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // txBlocks serves tree blocks to the read path of a writable FS while a
@@ -27,34 +28,86 @@ func (r *txBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, e
 	return r.base.ReadBlock(addr, e)
 }
 
-// showTxn points the read side at the running transaction: blocks through
-// its table, the top-level subvolume at the tree's current root. The
-// committed view of the subvolume is kept in w.committedTop.
-func (fsys *FS) showTxn(tx *ctree.Trans, tr *ctree.Tree) {
+// committedView is what the read side showed at the last commit, kept
+// while it shows a running transaction.
+type committedView struct {
+	top      *subvol
+	rootTree ctree.Root
+	csumRoot ctree.Root
+	subvols  map[disk.ObjectID]*subvol // the transaction's subvolumes, by id
+}
+
+// showTxn points the read side at the running transaction t: blocks
+// through its table, and the root, csum and subvolume trees it opened at
+// their current roots.
+func (fsys *FS) showTxn(t *txn.Txn) error {
 	w := fsys.w
-	if w.committedTop == nil {
-		w.committedTop = fsys.top
+	if w.committed == nil {
+		w.committed = &committedView{top: fsys.top, rootTree: fsys.rootTree, csumRoot: fsys.csumRoot,
+			subvols: map[disk.ObjectID]*subvol{}}
 	}
-	top := *w.committedTop
-	top.root = tr.Root()
-	fsys.blocks = &txBlocks{base: fsys.br, tx: tx}
-	fsys.top = &top
+	fsys.blocks = &txBlocks{base: fsys.br, tx: t.Trans()}
+	for _, id := range t.OpenedTrees() {
+		tr, err := t.Tree(id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case id == disk.RootTreeObjectID:
+			fsys.rootTree = tr.Root()
+		case id == disk.CsumTreeObjectID:
+			fsys.csumRoot = tr.Root()
+		case id == disk.FSTreeObjectID || (id >= disk.FirstFreeObjectID && id <= disk.LastFreeObjectID):
+			if err := fsys.showSubvol(id, tr.Root()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// showSubvol makes subvolume id read from root.
+func (fsys *FS) showSubvol(id disk.ObjectID, root ctree.Root) error {
+	cv := fsys.w.committed
+	base := cv.subvols[id]
+	if base == nil {
+		if id == cv.top.id {
+			base = cv.top
+		} else {
+			item, err := fsys.rootItem(id)
+			if err != nil {
+				return err
+			}
+			base = &subvol{id: id, item: *item, dirID: item.RootDirID}
+			if base.dirID == 0 {
+				base.dirID = disk.FirstFreeObjectID
+			}
+		}
+		cv.subvols[id] = base
+	}
+	sv := *base
+	sv.root = root
 	fsys.mu.Lock()
-	fsys.subvols[top.id] = &top
+	fsys.subvols[id] = &sv
 	fsys.mu.Unlock()
+	if id == cv.top.id {
+		fsys.top = &sv
+	}
+	return nil
 }
 
 // showCommitted points the read side back at the last commit, after an
 // abort.
 func (fsys *FS) showCommitted() {
-	w := fsys.w
-	if w.committedTop == nil {
+	cv := fsys.w.committed
+	if cv == nil {
 		return
 	}
 	fsys.blocks = fsys.br
-	fsys.top = w.committedTop
+	fsys.top, fsys.rootTree, fsys.csumRoot = cv.top, cv.rootTree, cv.csumRoot
 	fsys.mu.Lock()
-	fsys.subvols[fsys.top.id] = fsys.top
+	clear(fsys.subvols)
+	fsys.subvols[cv.top.id] = cv.top
 	fsys.mu.Unlock()
-	w.committedTop = nil
+	fsys.w.committed = nil
 }

@@ -128,7 +128,7 @@ func (t *Txn) lookupRootItem(rt *ctree.Tree, id disk.ObjectID) (*disk.RootItem, 
 		return nil, key, err
 	}
 	if !found {
-		return nil, key, fmt.Errorf("txn: no ROOT_ITEM for tree %s", id.TreeName())
+		return nil, key, fmt.Errorf("%w: no ROOT_ITEM for tree %s", ErrNoTree, id.TreeName())
 	}
 	if derr != nil {
 		return nil, key, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &key, What: "root item", Err: derr}
