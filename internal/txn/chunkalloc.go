@@ -20,6 +20,7 @@ const (
 	bigMetaCap    = 1 << 30
 	bigFSBytes    = 50 << 30 // above this, metadata chunks may reach bigMetaCap
 	sysChunkCap   = 32 << 20
+	dataChunkCap  = 1 << 30
 	percentOfFS   = 10 // a chunk never exceeds this share of the filesystem
 	chunkStripeLn = 64 << 10
 )
@@ -235,6 +236,8 @@ func (t *Txn) planChunk(g *growth, flags uint64) (*newChunk, error) {
 	switch {
 	case flags&disk.BlockGroupSystem != 0:
 		capBytes = sysChunkCap
+	case flags&disk.BlockGroupTypeMask == disk.BlockGroupData:
+		capBytes = dataChunkCap
 	case t.fs.sb.TotalBytes > bigFSBytes:
 		capBytes = bigMetaCap
 	}

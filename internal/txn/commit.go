@@ -79,6 +79,7 @@ func (t *Txn) Abort() {
 	}
 	t.done = true
 	t.fs.running = nil
+	t.closeData()
 	t.dropChunks()
 	if err := t.fs.loadSpace(); err != nil {
 		t.fs.broken = err
@@ -91,6 +92,7 @@ func (t *Txn) Abort() {
 // the group items of every group it was told about.
 func (t *Txn) settle() error {
 	steps := []step{
+		{"data extents", t.settleData},
 		{"extent items", t.settleExtents},
 		{"block group items", t.settleBlockGroups},
 		{"free space tree", t.settleFST},

@@ -30,10 +30,24 @@
 //     alloc's Used, and the free-space tree of every touched group equals
 //     alloc's FreeSpaceTreeView (the fixpoint of Commit).
 //
+// # Data
+//
+// File data (data.go, docs/design/0006-data-extents.md): AllocData
+// reserves DATA space (growing a DATA chunk when needed), WriteData
+// writes it through to every copy at once, AddDataRef and DropDataRef
+// record reference changes that Commit's first settle step turns into
+// EXTENT_ITEMs with EXTENT_DATA_REFs (freeing extents whose count reaches
+// zero, with their checksums), and AddCsums/DeleteCsums edit the csum
+// tree directly. The EXTENT_DATA items themselves are the caller's.
+//
 // # What it must never do
 //
-// It never writes a device before Commit, never touches data extents or
-// checksums (not yet), never writes degraded or to RAID5/6 metadata, and
+// It never writes tree blocks or superblocks before Commit, and writes
+// data (WriteData) only into bytes AllocData took from the free space of
+// the last commit: an aborted or crashed transaction may leave data there,
+// but nothing committed references it, so the filesystem is logically as
+// the last commit left it (byte-identical only for transactions without
+// data). It never writes degraded or to RAID5/6 metadata, and
 // refuses filesystems it cannot keep consistent (log tree present, no
 // skinny metadata, block-group tree, extent tree v2, shared tree blocks).
 package txn

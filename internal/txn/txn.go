@@ -46,6 +46,10 @@ type Txn struct {
 	// device space it took (chunkalloc.go); nil until the first new chunk.
 	growMu sync.Mutex
 	grow   *growth
+
+	// data is the data-extent bookkeeping (data.go): reservations and the
+	// reference changes Commit applies to the extent tree.
+	data dataState
 }
 
 // Begin starts a transaction with generation super generation + 1.

@@ -1,0 +1,195 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// csumRun is a run of consecutive sectors' sums starting at logical start.
+type csumRun struct {
+	start uint64
+	sums  []byte
+}
+
+// end is the address just past the run's last sector.
+func (r *csumRun) end(csumSize int, sector uint64) uint64 {
+	return r.start + uint64(len(r.sums)/csumSize)*sector
+}
+
+// maxCsumsPerItem is how many sums one EXTENT_CSUM item holds at most: the
+// kernel's packing limit (a leaf's data area less two item headers, in
+// sums, less one), which keeps every item well inside a leaf.
+func (t *Txn) maxCsumsPerItem() int {
+	cs := t.fs.sb.CsumType.Size()
+	return (disk.LeafDataSize(int(t.fs.sb.NodeSize))-2*disk.ItemSize)/cs - 1
+}
+
+// csumKey is the key of the EXTENT_CSUM item starting at logical.
+func csumKey(logical uint64) disk.Key {
+	return disk.Key{ObjectID: disk.ExtentCsumObjectID, Type: disk.ExtentCsumKey, Offset: logical}
+}
+
+// csumItemsAround returns the EXTENT_CSUM items that overlap or touch
+// [start, end) in ascending order. An item starting before start can
+// cover at most a leaf's worth of sectors, which bounds the search.
+func (t *Txn) csumItemsAround(ct *ctree.Tree, start, end uint64) ([]csumRun, error) {
+	cs := t.fs.sb.CsumType.Size()
+	sector := uint64(t.fs.sb.SectorSize)
+	reach := uint64(int(t.fs.sb.NodeSize)/cs) * sector
+	from := uint64(0)
+	if start > reach {
+		from = start - reach
+	}
+	var runs []csumRun
+	err := ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {
+		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
+			return true, nil
+		}
+		if len(data)%cs != 0 || len(data) == 0 || k.Offset%sector != 0 {
+			return false, &disk.CorruptError{Tree: disk.CsumTreeObjectID, Key: &k,
+				What: fmt.Sprintf("csum item of %d bytes (csum size %d)", len(data), cs)}
+		}
+		r := csumRun{start: k.Offset, sums: append([]byte(nil), data...)}
+		if r.end(cs, sector) >= start {
+			runs = append(runs, r)
+		}
+		return true, nil
+	})
+	return runs, err
+}
+
+// AddCsums records the checksums of consecutive sectors starting at
+// logical: sums holds n*CsumType().Size() bytes for n sectors. Sums
+// already recorded for those sectors are replaced. Items touching or
+// overlapping the range are merged with it and repacked into items of at
+// most maxCsumsPerItem sums, as the kernel packs them. Same concurrency
+// rules as tree operations on tree 7.
+func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
+	cs := t.fs.sb.CsumType.Size()
+	sector := uint64(t.fs.sb.SectorSize)
+	start := uint64(logical)
+	if len(sums) == 0 || len(sums)%cs != 0 || !t.sectorAligned(start) {
+		return fmt.Errorf("txn: add %d csum bytes at %d: not whole sums of %d bytes at a sector", len(sums), logical, cs)
+	}
+	end := start + uint64(len(sums)/cs)*sector
+	if end < start {
+		return fmt.Errorf("txn: csums at %d wrap the address space", logical)
+	}
+	ct, err := t.Tree(disk.CsumTreeObjectID)
+	if err != nil {
+		return err
+	}
+	old, err := t.csumItemsAround(ct, start, end)
+	if err != nil {
+		return err
+	}
+	merged := mergeCsums(old, csumRun{start: start, sums: sums}, cs, sector)
+	for _, r := range old {
+		if _, err := ct.DeleteItem(t.tx, csumKey(r.start)); err != nil {
+			return err
+		}
+	}
+	return t.insertCsumRuns(ct, merged)
+}
+
+// mergeCsums overlays add on the runs old (ascending, non-overlapping)
+// and returns the result as maximal runs of consecutive sectors.
+func mergeCsums(old []csumRun, add csumRun, cs int, sector uint64) []csumRun {
+	var out []csumRun
+	put := func(r csumRun) {
+		if n := len(out); n > 0 && out[n-1].end(cs, sector) == r.start {
+			out[n-1].sums = append(out[n-1].sums, r.sums...)
+			return
+		}
+		out = append(out, csumRun{start: r.start, sums: append([]byte(nil), r.sums...)})
+	}
+	addEnd := add.end(cs, sector)
+	placed := false
+	for _, r := range old {
+		before, _, after := splitRun(r, add.start, addEnd, cs, sector)
+		if len(before.sums) > 0 {
+			put(before)
+		}
+		if !placed && r.end(cs, sector) > add.start {
+			put(add)
+			placed = true
+		}
+		if len(after.sums) > 0 {
+			put(after)
+		}
+	}
+	if !placed {
+		put(add)
+	}
+	return out
+}
+
+// splitRun cuts r into the parts before, inside and after [start, end).
+func splitRun(r csumRun, start, end uint64, cs int, sector uint64) (before, inside, after csumRun) {
+	rEnd := r.end(cs, sector)
+	cut := func(a, b uint64) csumRun {
+		a, b = max(a, r.start), min(b, rEnd)
+		if a >= b {
+			return csumRun{start: a}
+		}
+		i, j := (a-r.start)/sector*uint64(cs), (b-r.start)/sector*uint64(cs)
+		return csumRun{start: a, sums: r.sums[i:j]}
+	}
+	return cut(r.start, start), cut(start, end), cut(end, rEnd)
+}
+
+// insertCsumRuns inserts runs as items of at most maxCsumsPerItem sums.
+func (t *Txn) insertCsumRuns(ct *ctree.Tree, runs []csumRun) error {
+	cs := t.fs.sb.CsumType.Size()
+	per := t.maxCsumsPerItem() * cs
+	sector := uint64(t.fs.sb.SectorSize)
+	for _, r := range runs {
+		for off := 0; off < len(r.sums); off += per {
+			n := min(per, len(r.sums)-off)
+			at := r.start + uint64(off/cs)*sector
+			if err := ct.InsertItem(t.tx, csumKey(at), r.sums[off:off+n]); err != nil {
+				return fmt.Errorf("insert csum item at %d: %w", at, err)
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteCsums removes the checksums of [logical, logical+length), a whole
+// number of sectors, splitting items that reach past either edge. Sectors
+// without sums are ignored. Commit calls it for every data extent whose
+// last reference goes; callers need it only for sums of ranges that stay
+// allocated. Same concurrency rules as tree operations on tree 7.
+func (t *Txn) DeleteCsums(logical disk.LogicalAddr, length uint64) error {
+	start, end := uint64(logical), uint64(logical)+length
+	if length == 0 || end < start || !t.sectorAligned(start) || !t.sectorAligned(length) {
+		return fmt.Errorf("txn: delete csums [%d, +%d): not whole sectors", logical, length)
+	}
+	ct, err := t.Tree(disk.CsumTreeObjectID)
+	if err != nil {
+		return err
+	}
+	old, err := t.csumItemsAround(ct, start, end)
+	if err != nil {
+		return err
+	}
+	cs, sector := t.fs.sb.CsumType.Size(), uint64(t.fs.sb.SectorSize)
+	var keep []csumRun
+	for _, r := range old {
+		if r.end(cs, sector) <= start || r.start >= end {
+			continue // only touches the range
+		}
+		if _, err := ct.DeleteItem(t.tx, csumKey(r.start)); err != nil {
+			return err
+		}
+		before, _, after := splitRun(r, start, end, cs, sector)
+		for _, p := range []csumRun{before, after} {
+			if len(p.sums) > 0 {
+				keep = append(keep, p)
+			}
+		}
+	}
+	return t.insertCsumRuns(ct, keep)
+}
