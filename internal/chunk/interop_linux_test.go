@@ -4,6 +4,7 @@ package chunk_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -326,25 +327,24 @@ func interopRescan(t *testing.T, k *kernelFS, set *blockdev.Set, gone disk.DevID
 
 // interopCorrupt overwrites 4 KiB of the first copy of a few random
 // sectors in the image files and checks that verification finds the good
-// data elsewhere.
+// data elsewhere. Only survivable damage is made (see survivable).
 func interopCorrupt(t *testing.T, m *chunk.Map, set *blockdev.Set, exts []fileExtent, data []byte, rng *rand.Rand) {
 	e := exts[0]
-	junk := bytes.Repeat([]byte{0x5a}, 4096)
 	var hit []disk.LogicalAddr
-	for range 8 {
+	damaged := map[rowSector][]int{}
+	for draws := 0; len(hit) < 8; draws++ {
+		if draws == 1000 {
+			t.Fatalf("no survivable damage found in %d draws (hits %v)", draws, hit)
+		}
 		l := e.logical + disk.LogicalAddr(rng.Uint64N(e.length/4096)*4096)
 		mp, err := m.Mirrors(l, 4096)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.OpenFile(set.Members[mp.Copies[0].DevID].Path, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
+		if !survivable(damaged, mp) {
+			continue
 		}
-		if _, err := f.WriteAt(junk, int64(mp.Copies[0].Physical)); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		spoil(t, set, mp.Copies[0])
 		hit = append(hit, l)
 	}
 	set2, err := blockdev.Scan(pathsOf(set))
@@ -364,6 +364,87 @@ func interopCorrupt(t *testing.T, m *chunk.Map, set *blockdev.Set, exts []fileEx
 	if repaired == 0 {
 		t.Fatalf("corrupted sectors %v were read without falling back", hit)
 	}
+	if mp, _ := m.Mirrors(hit[0], 4096); mp.Chunk.Profile().Parity() > 0 {
+		interopBeyondRepair(t, m, set, e, data, mp)
+	}
+}
+
+// spoil overwrites the 4 KiB at loc in its image file with junk.
+func spoil(t *testing.T, set *blockdev.Set, loc chunk.Location) {
+	f, err := os.OpenFile(set.Members[loc.DevID].Path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0x5a}, 4096), int64(loc.Physical)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// interopBeyondRepair damages, at the offset of the already damaged data
+// sector mp, as many more places of its row as there are parity stripes
+// (other data columns first, then P), so that the sector is truly lost,
+// and checks that reading it fails with a ReadError instead of returning
+// wrong bytes.
+func interopBeyondRepair(t *testing.T, m *chunk.Map, set *blockdev.Set, e fileExtent, data []byte, mp *chunk.Mapping) {
+	var more []chunk.Location
+	for j, loc := range mp.Data {
+		if j != mp.Column {
+			more = append(more, loc)
+		}
+	}
+	more = append(more, mp.P)[:mp.Chunk.Profile().Parity()]
+	for _, loc := range more {
+		spoil(t, set, loc)
+	}
+	set2, err := blockdev.Scan(pathsOf(set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set2.Close()
+	off := e.fileOff + uint64(mp.Logical-e.logical)
+	want := data[off:min(off+4096, uint64(len(data)))]
+	got := make([]byte, 4096)
+	err = chunk.NewReader(m, set2.Devices()).ReadLogical(got, mp.Logical, func(_ disk.LogicalAddr, b []byte) bool {
+		return bytes.Equal(b[:len(want)], want)
+	})
+	var re *chunk.ReadError
+	if !errors.As(err, &re) || re.Logical != mp.Logical || !errors.Is(err, chunk.ErrVerify) {
+		t.Fatalf("sector %d damaged beyond parity (also at %v): %v, want a ReadError", mp.Logical, more, err)
+	}
+}
+
+// rowSector names one sector offset of one full-stripe row of a RAID5/6
+// chunk: the bytes that one P (and Q) sector protects.
+type rowSector struct {
+	row uint64
+	in  uint64 // offset within the stripe element
+}
+
+// survivable reports whether the first copy of mp can be damaged on top of
+// the damage already recorded in damaged, and records it if so. Mirrored
+// profiles keep a good copy whatever is hit, since only the first copy is
+// damaged. A RAID5/6 piece's first copy is its data column, and P (and Q)
+// rebuild at most Parity() damaged columns at one offset of a row: a RAID5
+// pick landing at the same offset of another column of an already damaged
+// row would destroy that sector for real (the kernel's scrub then reports
+// the full stripe uncorrectable and reads of it fail with EIO), so it is
+// refused.
+func survivable(damaged map[rowSector][]int, mp *chunk.Mapping) bool {
+	par := mp.Chunk.Profile().Parity()
+	if par == 0 {
+		return true
+	}
+	key := rowSector{row: mp.Row, in: uint64(mp.Logical-mp.Chunk.Logical()) % S}
+	cols := damaged[key]
+	if slices.Contains(cols, mp.Column) {
+		return true
+	}
+	if len(cols) >= par {
+		return false
+	}
+	damaged[key] = append(cols, mp.Column)
+	return true
 }
 
 func pathsOf(set *blockdev.Set) []string {

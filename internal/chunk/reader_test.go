@@ -340,3 +340,62 @@ func TestReaderParitySectors(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderParityBeyondRepair damages the same sector offset of several
+// columns of one row (what a random choice of sectors to damage in a
+// kernel-made RAID5 image once did): when that exceeds what parity covers,
+// the sector must fail with a ReadError naming it, never return wrong
+// bytes, while the rest of the row still reads; within RAID6's reach it is
+// rebuilt.
+func TestReaderParityBeyondRepair(t *testing.T) {
+	for _, g := range []struct {
+		profile string
+		n       int
+		bad     []int // stripes damaged at the same offset of row 0
+		ok      bool
+	}{
+		{"raid5", 3, []int{0, 1}, false},    // both data columns
+		{"raid5", 3, []int{0, 2}, false},    // a data column and P
+		{"raid5", 4, []int{1, 2}, false},    // two of three data columns
+		{"raid6", 4, []int{0, 1}, true},     // both data columns, P and Q good
+		{"raid6", 4, []int{0, 1, 2}, false}, // both data columns and P
+		{"raid6", 5, []int{0, 2, 3}, false}, // two data columns and P
+	} {
+		t.Run(fmt.Sprintf("%s-%d-%v", g.profile, g.n, g.bad), func(t *testing.T) {
+			s := cachedSynth(t, g.profile, g.n, 2)
+			const sector = 3
+			for _, k := range g.bad {
+				st := s.item.Stripes[k]
+				s.devs[st.DevID].WriteAt(bytes.Repeat([]byte{0x5a}, 4096), int64(st.Offset)+sector*4096)
+			}
+			d := len(s.item.Stripes) - 1
+			if g.profile == "raid6" {
+				d--
+			}
+			r := s.reader()
+			if g.ok {
+				readCheck(t, r, s, 0, d*S, patternVerify)
+				return
+			}
+			// Row 0's column j is stripe j; the first damaged data column
+			// holds the first sector that cannot be read.
+			want := s.start + disk.LogicalAddr(g.bad[0]*S+sector*4096)
+			got := make([]byte, d*S)
+			err := r.ReadLogical(got, s.start, patternVerify)
+			var re *chunk.ReadError
+			if !errors.As(err, &re) || re.Logical != want || re.Length != 4096 ||
+				!errors.Is(err, chunk.ErrVerify) || !errors.Is(err, disk.ErrCorrupt) {
+				t.Fatalf("read of the row: %v, want a ReadError for sector %d", err, want)
+			}
+			if len(re.Attempts) < 2 || re.Attempts[0].Rebuild || !re.Attempts[len(re.Attempts)-1].Rebuild {
+				t.Fatalf("attempts %v: want the column, then a rebuild", re.Attempts)
+			}
+			// Everything before the lost sector was read and is right.
+			if off := int(want - s.start); !bytes.Equal(got[:off], pattern(s.start, off)) {
+				t.Fatal("bytes before the lost sector are wrong")
+			}
+			readCheck(t, r, s, g.bad[0]*S, sector*4096, patternVerify)
+			readCheck(t, r, s, g.bad[0]*S+(sector+1)*4096, S-(sector+1)*4096, patternVerify)
+		})
+	}
+}

@@ -32,6 +32,7 @@ type growth struct {
 	free   map[disk.DevID]*alloc.Extents // device bytes in no dev extent, committed or new
 	chunks []*newChunk
 	added  map[disk.DevID]uint64 // dev extent bytes added per device
+	shrunk *shrinkState          // what Shrink changed (shrink.go), nil if not called
 }
 
 // newChunk is a chunk allocated in the running transaction.
@@ -466,6 +467,7 @@ func (t *Txn) growDevices() {
 	if g == nil {
 		return
 	}
+	t.shrinkDevices(g)
 	seen := map[*disk.Superblock]bool{}
 	for id, m := range t.fs.set.Members {
 		if !seen[m.Super] {
@@ -482,6 +484,7 @@ func (t *Txn) dropChunks() {
 		for _, c := range g.chunks {
 			t.fs.chunks.Remove(c.logical)
 		}
+		t.undoShrink(g)
 	}
 	t.endGrowth()
 }

@@ -62,3 +62,16 @@ func (t *Txn) OpenedTrees() []disk.ObjectID {
 	}
 	return ids
 }
+
+// RootItem returns the ROOT_ITEM of tree id as the running transaction
+// sees it (any key offset: snapshots key theirs by creation transid).
+// Bytenr, level and generation are those of the last update, which Commit
+// brings up to date; use Tree(id).Root() for the current root.
+func (t *Txn) RootItem(id disk.ObjectID) (*disk.RootItem, error) {
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return nil, err
+	}
+	ri, _, err := t.lookupRootItem(rt, id)
+	return ri, err
+}

@@ -68,6 +68,9 @@ func (t *Txn) newSuper() (disk.Superblock, error) {
 		sb.UUIDTreeGeneration = t.gen
 	}
 	sb.Flags |= disk.SuperFlagWritten
+	if err := t.shrinkSuper(&sb); err != nil {
+		return sb, fmt.Errorf("txn: shrink: %w", err)
+	}
 	slot := 0
 	for i, b := range old.BackupRoots {
 		if b.TreeRootGen == old.Generation {
