@@ -1,5 +1,7 @@
 package btrfs
 
+import "time"
+
 // Options tune Open. The zero value opens the filesystem read-only with
 // default cache sizes, using the primary superblock as the kernel does.
 type Options struct {
@@ -15,6 +17,28 @@ type Options struct {
 	// whose primary copy is damaged, as btrfs-progs can; the kernel uses
 	// only the primary.
 	SuperFallback bool
+
+	// Compress is the compression of file data written through an FS
+	// opened with OpenWritable: "" (none), "zlib", "lzo" or "zstd", like
+	// the kernel's compress mount option. A piece of data that does not
+	// get at least one sector smaller is stored as is, and the file is
+	// then marked NOCOMPRESS (unless CompressForce).
+	Compress string
+	// CompressLevel is the zlib (1..9) or zstd (-15..15) level; 0 means
+	// the default (3 for both). LZO has no levels.
+	CompressLevel int
+	// CompressForce keeps compressing files whose data did not compress
+	// before, like compress-force.
+	CompressForce bool
+	// MaxInline is the largest file (from offset 0, smaller than a
+	// sector) kept inside the tree as an inline extent; 0 means 2048,
+	// the kernel's max_inline default, and a negative value disables
+	// inline extents for file data.
+	MaxInline int
+	// Now is the clock changes are stamped with (inode and directory
+	// times, subvolume creation times); nil means time.Now. Reproducible
+	// image builds pass a fixed clock.
+	Now func() time.Time
 }
 
 func (o *Options) cacheBytes() int64 {

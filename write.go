@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -33,6 +34,7 @@ type writer struct {
 	// committed is the read side as last committed, while it shows the
 	// running transaction (write_view.go); nil otherwise.
 	committed *committedView
+	cache     *txCache // for the running transaction
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
@@ -147,13 +149,17 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 		if w.t, err = w.tfs.Begin(); err != nil {
 			return &fs.PathError{Op: op, Path: name, Err: err}
 		}
+		w.cache = newTxCache()
 	}
 	tr, err := w.t.Tree(disk.FSTreeObjectID)
 	if err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	c := &wctx{tx: w.t.Trans(), tr: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t}
+	c := &wctx{tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
 	started, err := fn(c)
+	if started && namesGone[op] {
+		clear(w.cache.dirs)
+	}
 	if started && err == nil {
 		err = fsys.showTxn(w.t)
 	}
@@ -173,8 +179,27 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 // subvolume tree, the transaction id and the subvolume's root directory.
 type wctx struct {
 	tx      *ctree.Trans
-	tr      *ctree.Tree
+	tr      *ctree.Tree // the subvolume tree the last path resolved into
+	top     *ctree.Tree // the top-level subvolume's tree, where paths start
 	gen     disk.Generation
 	rootDir disk.ObjectID
 	t       *txn.Txn // the running transaction, for data extents and refs
+	cache   *txCache // the writer's cache for the running transaction
+	clock   func() time.Time
+}
+
+// now is the time changes are stamped with: Options.Now, or the real clock.
+func (c *wctx) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return time.Now()
+}
+
+// now is the writer's clock outside a change.
+func (fsys *FS) now() time.Time {
+	if fsys.w != nil && fsys.w.opts.Now != nil {
+		return fsys.w.opts.Now()
+	}
+	return time.Now()
 }

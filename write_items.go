@@ -14,6 +14,7 @@ import (
 type winode struct {
 	ino  disk.ObjectID
 	item disk.InodeItem
+	tr   *ctree.Tree // the subvolume tree holding it
 }
 
 // inode reads the INODE_ITEM of ino from the transaction's tree.
@@ -26,7 +27,7 @@ func (c *wctx) inode(ino disk.ObjectID) (*winode, error) {
 	if !ok {
 		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "inode item missing"}
 	}
-	in := &winode{ino: ino}
+	in := &winode{ino: ino, tr: c.tr}
 	if err := in.item.Decode(data); err != nil {
 		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "inode item", Err: err}
 	}
@@ -64,51 +65,110 @@ func (c *wctx) dirEntry(dir disk.ObjectID, name string) (*disk.DirItem, error) {
 	return nil, nil
 }
 
-// resolve walks the components of an io/fs path from the subvolume's root
-// directory, without following symlinks (a symlink in the middle is
-// ENOTDIR here). A subvolume boundary is EXDEV: only the top-level
-// subvolume is writable yet.
+// resolve walks the components of an io/fs path from the root directory
+// of the top-level subvolume, without following symlinks (a symlink in
+// the middle is ENOTDIR here). Crossing into a subvolume switches the
+// change to that subvolume's tree (enter), so the operation that follows
+// works there. Directories met on the way are remembered for the
+// transaction (txCache.dirs), so deep paths cost one lookup for the last
+// component.
 func (c *wctx) resolve(name string) (*winode, error) {
-	cur, err := c.inode(c.rootDir)
-	if err != nil {
-		return nil, err
-	}
+	c.tr = c.top
 	if name == "." {
-		return cur, nil
+		return c.inode(c.rootDir)
 	}
-	for _, comp := range splitPath(name) {
-		if !cur.item.IsDir() {
-			return nil, syscall.ENOTDIR
+	comps := splitPath(name)
+	dir := c.rootDir
+	for _, comp := range comps[:len(comps)-1] {
+		key := dirEntKey{dirKey{c.tr.Owner(), dir}, comp}
+		if d, ok := c.cache.dirs[key]; ok {
+			if d.tree != c.tr.Owner() {
+				if err := c.enterTree(d.tree); err != nil {
+					return nil, err
+				}
+			}
+			dir = d.ino
+			continue
 		}
-		de, err := c.dirEntry(cur.ino, comp)
+		in, err := c.child(dir, comp)
 		if err != nil {
 			return nil, err
 		}
-		if de == nil {
-			return nil, syscall.ENOENT
+		if !in.item.IsDir() {
+			return nil, syscall.ENOTDIR
 		}
-		if de.Location.Type != disk.InodeItemKey {
-			return nil, syscall.EXDEV
-		}
-		if cur, err = c.inode(de.Location.ObjectID); err != nil {
+		c.cache.dirs[key] = dirKey{in.tr.Owner(), in.ino}
+		dir = in.ino
+	}
+	return c.child(dir, comps[len(comps)-1])
+}
+
+// child loads the inode called comp in directory dir of the current tree.
+func (c *wctx) child(dir disk.ObjectID, comp string) (*winode, error) {
+	de, err := c.dirEntry(dir, comp)
+	if err != nil {
+		return nil, err
+	}
+	if de == nil {
+		return nil, syscall.ENOENT
+	}
+	return c.enter(de)
+}
+
+// enter returns the inode a directory entry names. An entry naming a
+// subvolume (a ROOT_ITEM location) switches the change to that
+// subvolume's tree and returns its root directory.
+func (c *wctx) enter(de *disk.DirItem) (*winode, error) {
+	switch de.Location.Type {
+	case disk.InodeItemKey:
+		return c.inode(de.Location.ObjectID)
+	case disk.RootItemKey:
+		if err := c.enterTree(de.Location.ObjectID); err != nil {
 			return nil, err
 		}
+		return c.inode(disk.FirstFreeObjectID)
 	}
-	return cur, nil
+	return nil, disk.Corruptf("tree %d: directory entry %q points at key type %d", c.tr.Owner(), de.Name, de.Location.Type)
+}
+
+// enterTree makes subvolume id the current tree. A read-only subvolume
+// is EROFS: every operation that reaches into one would change it.
+func (c *wctx) enterTree(id disk.ObjectID) error {
+	ri, err := c.t.RootItem(id)
+	if err != nil {
+		return err
+	}
+	if ri.Flags&disk.RootSubvolReadonly != 0 {
+		return syscall.EROFS
+	}
+	tr, err := c.t.Tree(id)
+	if err != nil {
+		return err
+	}
+	c.tr = tr
+	return nil
 }
 
 // splitParent resolves the directory holding the last component of name
 // and checks the component's length. name must not be ".".
 func (c *wctx) splitParent(name string) (*winode, string, error) {
+	parent, base, err := c.splitParentAnyLen(name)
+	if err == nil && len(base) > disk.NameMax {
+		err = syscall.ENAMETOOLONG
+	}
+	return parent, base, err
+}
+
+// splitParentAnyLen is splitParent without the length check of the last
+// component, for callers that must report other errors first (rename
+// looks its source up before the new name, as Linux does).
+func (c *wctx) splitParentAnyLen(name string) (*winode, string, error) {
 	if name == "." {
 		return nil, "", syscall.EEXIST
 	}
 	dir, base := ".", name
 	if i := lastSlash(name); i >= 0 {
 		dir, base = name[:i], name[i+1:]
-	}
-	if len(base) > disk.NameMax {
-		return nil, "", syscall.ENAMETOOLONG
 	}
 	parent, err := c.resolve(dir)
 	if err != nil {
@@ -143,34 +203,83 @@ func (c *wctx) lastKeyBelow(k disk.Key) (disk.Key, bool, error) {
 	return p.Key(), true, nil
 }
 
-// newIno is the highest objectid used in the subvolume tree plus one.
+// newIno returns a new inode number for the subvolume: the highest
+// objectid in its tree plus one the first time in a transaction, then one
+// more each call (a number handed out by a change that failed its checks
+// is skipped, as the kernel skips numbers).
 func (c *wctx) newIno() (disk.ObjectID, error) {
-	k, ok, err := c.lastKeyBelow(disk.Key{ObjectID: disk.LastFreeObjectID})
-	if err != nil {
-		return 0, err
-	}
-	ino := disk.FirstFreeObjectID
-	if ok && k.ObjectID >= ino {
-		ino = k.ObjectID + 1
+	owner := c.tr.Owner()
+	ino, ok := c.cache.ino[owner]
+	if !ok {
+		k, found, err := c.lastKeyBelow(disk.Key{ObjectID: disk.LastFreeObjectID})
+		if err != nil {
+			return 0, err
+		}
+		ino = disk.FirstFreeObjectID
+		if found && k.ObjectID >= ino {
+			ino = k.ObjectID + 1
+		}
 	}
 	if ino > disk.LastFreeObjectID-1 {
 		return 0, syscall.ENOSPC
 	}
+	c.cache.ino[owner] = ino + 1
 	return ino, nil
 }
 
-// nextIndex is the DIR_INDEX offset for a new entry of dir: the highest
-// existing one plus one, from 2 (0 and 1 stand for "." and "..").
+// nextIndex returns the DIR_INDEX offset for a new entry of dir: the
+// highest existing one plus one (from 2: 0 and 1 stand for "." and "..")
+// the first time in a transaction, then one more each call, as the
+// kernel counts in memory.
 func (c *wctx) nextIndex(dir disk.ObjectID) (uint64, error) {
-	k, ok, err := c.lastKeyBelow(disk.Key{ObjectID: dir, Type: disk.DirIndexKey + 1})
-	if err != nil {
-		return 0, err
+	key := dirKey{c.tr.Owner(), dir}
+	next, ok := c.cache.index[key]
+	if !ok {
+		k, found, err := c.lastKeyBelow(disk.Key{ObjectID: dir, Type: disk.DirIndexKey + 1})
+		if err != nil {
+			return 0, err
+		}
+		next = 2
+		if found && k.ObjectID == dir && k.Type == disk.DirIndexKey && k.Offset >= 2 {
+			next = k.Offset + 1
+		}
 	}
-	if ok && k.ObjectID == dir && k.Type == disk.DirIndexKey && k.Offset >= 2 {
-		return k.Offset + 1, nil
-	}
-	return 2, nil
+	c.cache.index[key] = next + 1
+	return next, nil
 }
+
+// dirKey names a directory: its subvolume and inode number.
+type dirKey struct {
+	tree disk.ObjectID
+	ino  disk.ObjectID
+}
+
+// txCache is what a writer remembers for the running transaction, to
+// spare tree searches: the next inode number of each subvolume and the
+// next DIR_INDEX of each directory used. Begin starts it empty.
+type txCache struct {
+	ino   map[disk.ObjectID]disk.ObjectID
+	index map[dirKey]uint64
+	// dirs maps a directory and a name in it to the directory that name
+	// holds. Operations that take names away or move them (namesGone)
+	// empty it.
+	dirs map[dirEntKey]dirKey
+}
+
+// dirEntKey is a name in a directory.
+type dirEntKey struct {
+	dir  dirKey
+	name string
+}
+
+func newTxCache() *txCache {
+	return &txCache{ino: map[disk.ObjectID]disk.ObjectID{}, index: map[dirKey]uint64{},
+		dirs: map[dirEntKey]dirKey{}}
+}
+
+// namesGone lists the operations after which txCache.dirs may be wrong:
+// they remove or move directory entries.
+var namesGone = map[string]bool{"remove": true, "removeall": true, "rename": true}
 
 // addHashed adds entry to the hashed item key (DIR_ITEM or XATTR_ITEM),
 // growing the item when names collide.

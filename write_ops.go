@@ -43,25 +43,7 @@ func linuxPerm(m fs.FileMode) uint32 {
 // parent's size, times and transid.
 func (fsys *FS) create(op, name string, mode uint32) error {
 	return fsys.change(op, name, func(c *wctx) (bool, error) {
-		parent, base, err := c.splitParent(name)
-		if err != nil {
-			return false, err
-		}
-		if strings.IndexByte(base, 0) >= 0 {
-			return false, syscall.EINVAL
-		}
-		de, err := c.dirEntry(parent.ino, base)
-		if err != nil {
-			return false, err
-		}
-		if de != nil {
-			return false, syscall.EEXIST
-		}
-		ino, err := c.newIno()
-		if err != nil {
-			return false, err
-		}
-		index, err := c.nextIndex(parent.ino)
+		parent, base, ino, index, err := c.prepareNew(name)
 		if err != nil {
 			return false, err
 		}
@@ -69,24 +51,62 @@ func (fsys *FS) create(op, name string, mode uint32) error {
 	})
 }
 
-// link writes the items of a new inode ino called base in parent.
+// prepareNew does the checks every creation of name starts with and picks
+// the new inode's number and its DIR_INDEX in the parent. It changes
+// nothing.
+func (c *wctx) prepareNew(name string) (parent *winode, base string, ino disk.ObjectID, index uint64, err error) {
+	if parent, base, err = c.prepareName(name); err != nil {
+		return nil, "", 0, 0, err
+	}
+	if ino, err = c.newIno(); err != nil {
+		return nil, "", 0, 0, err
+	}
+	if index, err = c.nextIndex(parent.ino); err != nil {
+		return nil, "", 0, 0, err
+	}
+	return parent, base, ino, index, nil
+}
+
+// link writes the items of a new inode ino of mode called base in parent.
 func (c *wctx) link(parent *winode, base string, ino disk.ObjectID, index uint64, mode uint32) error {
-	now := disk.TimespecOf(time.Now())
-	item := disk.InodeItem{Generation: c.gen, TransID: c.gen, NLink: 1, Mode: mode,
-		ATime: now, CTime: now, MTime: now, OTime: now}
+	now := c.now()
+	in := &winode{ino: ino, item: c.newInodeItem(mode, now)}
+	return c.linkNew(parent, base, in, index, now)
+}
+
+// newInodeItem is the INODE_ITEM of an inode of mode made now: created
+// and changed in this transaction, one link, owned by root.
+func (c *wctx) newInodeItem(mode uint32, now time.Time) disk.InodeItem {
+	ts := disk.TimespecOf(now)
+	return disk.InodeItem{Generation: c.gen, TransID: c.gen, NLink: 1, Mode: mode,
+		ATime: ts, CTime: ts, MTime: ts, OTime: ts}
+}
+
+// linkNew inserts the INODE_ITEM of the new inode in and gives it its
+// first name, base in parent.
+func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, now time.Time) error {
 	ibuf := make([]byte, disk.InodeItemSize)
-	item.Encode(ibuf)
-	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: ino, Type: disk.InodeItemKey}, ibuf); err != nil {
+	in.item.Encode(ibuf)
+	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}, ibuf); err != nil {
 		return err
 	}
-	refs := []disk.InodeRef{{Index: index, Name: []byte(base)}}
-	rbuf := make([]byte, disk.InodeRefsSize(refs))
-	disk.EncodeInodeRefs(rbuf, refs)
-	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: ino, Type: disk.InodeRefKey, Offset: uint64(parent.ino)}, rbuf); err != nil {
+	if err := c.addName(parent, base, in, index, refKey(in.ino, parent.ino)); err != nil {
 		return err
 	}
-	entry := disk.DirItem{Location: disk.Key{ObjectID: ino, Type: disk.InodeItemKey}, TransID: c.gen,
-		Type: disk.FileTypeOfMode(mode), Name: []byte(base)}
+	c.touch(parent, now, true)
+	return c.putInode(parent)
+}
+
+// addName adds the name base of in to directory parent: the back-reference
+// in item rk (from planBackref), the DIR_ITEM entry, the DIR_INDEX item,
+// and the parent's size. The caller updates and writes the parent's times.
+func (c *wctx) addName(parent *winode, base string, in *winode, index uint64, rk disk.Key) error {
+	name := []byte(base)
+	if err := c.addBackref(rk, parent.ino, name, index); err != nil {
+		return err
+	}
+	entry := disk.DirItem{Location: disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}, TransID: c.gen,
+		Type: disk.FileTypeOfMode(in.item.Mode), Name: name}
 	dk := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(entry.Name)}
 	if err := c.addHashed(dk, entry); err != nil {
 		return err
@@ -97,8 +117,7 @@ func (c *wctx) link(parent *winode, base string, ino disk.ObjectID, index uint64
 		return err
 	}
 	parent.item.Size += 2 * uint64(len(base))
-	c.touch(parent, now.Time(), true)
-	return c.putInode(parent)
+	return nil
 }
 
 // Chmod sets the permission, set-id and sticky bits of name (symlinks are
@@ -110,7 +129,7 @@ func (fsys *FS) Chmod(name string, mode fs.FileMode) error {
 			return false, err
 		}
 		in.item.Mode = in.item.Mode&disk.ModeTypeMask | linuxPerm(mode)
-		c.touch(in, time.Now(), false)
+		c.touch(in, c.now(), false)
 		return true, c.putInode(in)
 	})
 }
@@ -125,26 +144,37 @@ func (fsys *FS) Chtimes(name string, atime, mtime time.Time) error {
 		}
 		in.item.ATime = disk.TimespecOf(atime)
 		in.item.MTime = disk.TimespecOf(mtime)
-		c.touch(in, time.Now(), false)
+		c.touch(in, c.now(), false)
 		return true, c.putInode(in)
 	})
 }
 
-// xattrPrefixes are the namespaces taken as opaque bytes. system. is left
-// out: its names (POSIX ACLs) have a format the kernel checks.
+// xattrPrefixes are the namespaces taken as opaque bytes. Of system.,
+// only the two POSIX ACL names are taken (aclNames), after their format
+// is checked as the kernel checks it.
 var xattrPrefixes = []string{"user.", "trusted.", "security."}
 
 // Setxattr sets extended attribute attr of name (symlinks are not
-// followed) to value, replacing an existing value. An attribute outside
-// the user., trusted. and security. namespaces is EOPNOTSUPP; one
-// that would not fit in a leaf is ENOSPC, as on Linux.
+// followed) to value, replacing an existing value. The user., trusted.
+// and security. namespaces take any value; system.posix_acl_access and
+// system.posix_acl_default take a POSIX ACL in the kernel's xattr form
+// (EINVAL otherwise; a default ACL only on a directory, else EACCES);
+// any other name is EOPNOTSUPP. An attribute that would not fit in a
+// leaf is ENOSPC, as on Linux. The inode's mode is not derived from an
+// access ACL: callers that copy files set both, as they were.
 func (fsys *FS) Setxattr(name, attr string, value []byte) error {
 	return fsys.change("setxattr", name, func(c *wctx) (bool, error) {
-		if err := c.checkXattr(attr, value); err != nil {
+		if err := checkXattrName(attr, value); err != nil {
 			return false, err
 		}
 		in, err := c.resolve(name)
 		if err != nil {
+			return false, err
+		}
+		if value == nil {
+			value = []byte{} // an empty value, not a removal
+		}
+		if err := c.checkXattr(in, attr, value); err != nil {
 			return false, err
 		}
 		k := disk.Key{ObjectID: in.ino, Type: disk.XattrItemKey, Offset: disk.NameHash([]byte(attr))}
@@ -166,25 +196,59 @@ func (fsys *FS) Setxattr(name, attr string, value []byte) error {
 		if err := c.replaceItem(k, entries); err != nil {
 			return true, err
 		}
-		c.touch(in, time.Now(), false)
+		c.touch(in, c.now(), false)
 		return true, c.putInode(in)
 	})
 }
 
-// checkXattr validates an attribute name and value before any change.
-func (c *wctx) checkXattr(attr string, value []byte) error {
-	ok := false
+// xattrSizeMax is the largest value Linux passes to a filesystem.
+const xattrSizeMax = 64 << 10
+
+// checkXattrName makes the checks Linux makes before it looks the path
+// up: a name of 1 to 255 bytes without NUL (ERANGE) and a value of at most
+// 64 KiB (E2BIG).
+func checkXattrName(attr string, value []byte) error {
+	if len(attr) == 0 || len(attr) > disk.NameMax || strings.IndexByte(attr, 0) >= 0 {
+		return syscall.ERANGE
+	}
+	if len(value) > xattrSizeMax {
+		return syscall.E2BIG
+	}
+	return nil
+}
+
+// checkXattr makes the checks Linux makes once it has the inode, in its
+// order: user. attributes only on regular files and directories (EPERM),
+// a namespace the filesystem takes (EOPNOTSUPP), a valid POSIX ACL
+// (EINVAL), a default ACL only on a directory (EACCES), and an item that
+// fits in a leaf (ENOSPC). value is nil for a removal.
+func (c *wctx) checkXattr(in *winode, attr string, value []byte) error {
+	if strings.HasPrefix(attr, "user.") {
+		if t := in.item.Mode & disk.ModeTypeMask; t != disk.ModeRegular && t != disk.ModeDir {
+			return syscall.EPERM
+		}
+	}
+	ok := aclNames[attr]
 	for _, p := range xattrPrefixes {
 		if strings.HasPrefix(attr, p) && len(attr) > len(p) {
 			ok = true
 		}
 	}
-	switch {
-	case !ok:
+	if !ok {
 		return syscall.EOPNOTSUPP
-	case len(attr) > disk.NameMax || strings.IndexByte(attr, 0) >= 0:
-		return syscall.ERANGE
-	case disk.DirItemBaseSize+len(attr)+len(value) > c.maxItemSize():
+	}
+	if value == nil {
+		return nil
+	}
+	if aclNames[attr] {
+		if err := checkACL(value); err != nil {
+			return err
+		}
+		if attr == "system.posix_acl_default" && !in.item.IsDir() {
+			return syscall.EACCES
+		}
+	}
+	if disk.DirItemBaseSize+len(attr)+len(value) > c.maxItemSize() {
 		return syscall.ENOSPC
 	}
 	return nil

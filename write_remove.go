@@ -1,7 +1,6 @@
 package btrfs
 
 import (
-	"bytes"
 	"syscall"
 	"time"
 
@@ -9,9 +8,10 @@ import (
 )
 
 // Remove removes name: an empty directory, or a file, symlink or special
-// file without data extents (removing data is not supported yet:
-// EOPNOTSUPP). An inode whose last name goes loses all its items. A
-// directory with entries is ENOTEMPTY; the root is EBUSY.
+// file. An inode whose last name goes loses all its items, and the
+// references of its data extents (freed at Commit when no other file
+// shares them). A directory with entries is ENOTEMPTY; the root is
+// EBUSY.
 func (fsys *FS) Remove(name string) error {
 	return fsys.change("remove", name, func(c *wctx) (bool, error) {
 		if name == "." {
@@ -21,126 +21,130 @@ func (fsys *FS) Remove(name string) error {
 		if err != nil {
 			return false, err
 		}
-		de, err := c.dirEntry(parent.ino, base)
+		in, ref, err := c.victim(parent, base)
 		if err != nil {
 			return false, err
 		}
-		if de == nil {
-			return false, syscall.ENOENT
+		now := c.now()
+		if err := c.unlink(parent, in, base, ref, now); err != nil {
+			return true, err
 		}
-		if de.Location.Type != disk.InodeItemKey {
-			return false, syscall.EXDEV
-		}
-		in, err := c.inode(de.Location.ObjectID)
-		if err != nil {
-			return false, err
-		}
-		if err := c.checkRemovable(in); err != nil {
-			return false, err
-		}
-		rk := disk.Key{ObjectID: in.ino, Type: disk.InodeRefKey, Offset: uint64(parent.ino)}
-		refs, index, err := c.refsWithout(rk, []byte(base))
-		if err != nil {
-			return false, err
-		}
-		if parent.item.Size < 2*uint64(len(base)) {
-			k := disk.Key{ObjectID: parent.ino, Type: disk.InodeItemKey}
-			return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory size below its names"}
-		}
-		return true, c.unlink(parent, in, base, rk, refs, index)
+		c.touch(parent, now, true)
+		return true, c.putInode(parent)
 	})
 }
 
-// checkRemovable refuses what Remove cannot take away yet.
-func (c *wctx) checkRemovable(in *winode) error {
+// victim finds the inode called base in parent and checks that the name
+// can go: ENOENT, EXDEV for a subvolume, what checkRemovable refuses. It
+// returns the inode and where its name is recorded, and changes nothing.
+func (c *wctx) victim(parent *winode, base string) (*winode, backref, error) {
+	de, err := c.dirEntry(parent.ino, base)
+	if err != nil {
+		return nil, backref{}, err
+	}
+	if de == nil {
+		return nil, backref{}, syscall.ENOENT
+	}
+	if de.Location.Type != disk.InodeItemKey {
+		return nil, backref{}, syscall.EXDEV
+	}
+	in, err := c.inode(de.Location.ObjectID)
+	if err != nil {
+		return nil, backref{}, err
+	}
+	if err := c.checkRemovable(in, 1); err != nil {
+		return nil, backref{}, err
+	}
+	ref, err := c.findBackref(in.ino, parent.ino, []byte(base))
+	if err != nil {
+		return nil, backref{}, err
+	}
+	if err := c.checkDirSize(parent, base); err != nil {
+		return nil, backref{}, err
+	}
+	return in, ref, nil
+}
+
+// checkDirSize refuses to take base out of a directory whose size does
+// not even count it (the subtraction would wrap).
+func (c *wctx) checkDirSize(parent *winode, base string) error {
+	if parent.item.Size < 2*uint64(len(base)) {
+		k := disk.Key{ObjectID: parent.ino, Type: disk.InodeItemKey}
+		return &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory size below its names"}
+	}
+	return nil
+}
+
+// checkRemovable refuses what cannot be taken away when drop names of in
+// go: a directory with entries (ENOTEMPTY).
+func (c *wctx) checkRemovable(in *winode, drop uint32) error {
 	if in.item.IsDir() {
 		if in.item.Size != 0 {
 			return syscall.ENOTEMPTY
 		}
 		return nil
 	}
-	if in.item.NLink > 1 {
-		return nil
-	}
-	hasData := false
-	err := c.tr.Range(c.tx, disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey},
-		disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: ^uint64(0)},
-		func(disk.Key, []byte) (bool, error) { hasData = true; return false, nil })
-	if err != nil {
-		return err
-	}
-	if hasData || in.item.NBytes != 0 {
-		return syscall.EOPNOTSUPP
-	}
+	// The last name of a file with data extents can go too: unlink
+	// drops the extents' references (dropFileData, write_data_ops.go).
 	return nil
 }
 
-// refsWithout reads the INODE_REF item rk and returns its other entries and
-// the DIR_INDEX of the entry called name. A name kept only in an
-// INODE_EXTREF is not supported yet.
-func (c *wctx) refsWithout(rk disk.Key, name []byte) ([]disk.InodeRef, uint64, error) {
-	data, ok, err := c.tr.Lookup(c.tx, rk)
-	if err != nil {
-		return nil, 0, err
-	}
-	if !ok {
-		return nil, 0, syscall.EOPNOTSUPP
-	}
-	refs, err := disk.ParseInodeRefs(data)
-	if err != nil {
-		return nil, 0, &disk.CorruptError{Tree: c.tr.Owner(), Key: &rk, What: "inode ref", Err: err}
-	}
-	keep := refs[:0]
-	var index uint64
-	found := false
-	for _, r := range refs {
-		if !found && bytes.Equal(r.Name, name) {
-			index, found = r.Index, true
-			continue
-		}
-		keep = append(keep, r)
-	}
-	if !found {
-		return nil, 0, syscall.EOPNOTSUPP
-	}
-	return keep, index, nil
+// hasDiskExtents reports whether inode ino has a file extent that
+// references a data extent (not inline, not a hole): removing it would
+// need the extent tree and checksums updated.
+func (c *wctx) hasDiskExtents(ino disk.ObjectID) (bool, error) {
+	has := false
+	err := c.tr.Range(c.tx, disk.Key{ObjectID: ino, Type: disk.ExtentDataKey},
+		disk.Key{ObjectID: ino, Type: disk.ExtentDataKey, Offset: ^uint64(0)},
+		func(k disk.Key, data []byte) (bool, error) {
+			var fe disk.FileExtentItem
+			if err := fe.Decode(data); err != nil {
+				return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "file extent", Err: err}
+			}
+			if fe.Type != disk.FileExtentInline && fe.DiskBytenr != 0 {
+				has = true
+				return false, nil
+			}
+			return true, nil
+		})
+	return has, err
 }
 
-// unlink removes the name base of in from parent: the DIR_ITEM entry, the
-// DIR_INDEX, the INODE_REF entry; then either drops a link or, at the last
-// one, every item of the inode.
-func (c *wctx) unlink(parent, in *winode, base string, rk disk.Key, refs []disk.InodeRef, index uint64) error {
-	dk := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(base))}
-	if err := c.removeHashed(dk, []byte(base)); err != nil {
+// unlink removes the name base of in from parent (dropName) and then
+// either drops a link of in or, at the last one, every item of in. The
+// caller updates and writes the parent's times.
+func (c *wctx) unlink(parent, in *winode, base string, ref backref, now time.Time) error {
+	if err := c.dropName(parent, base, ref); err != nil {
 		return err
 	}
-	if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: index}); err != nil {
-		return err
-	}
-	now := time.Now()
 	if in.item.IsDir() || in.item.NLink <= 1 {
+		if err := c.dropFileData(in); err != nil {
+			return err
+		}
 		end := disk.Key{ObjectID: in.ino, Type: 0xff, Offset: ^uint64(0)}
-		if _, err := c.tr.DeleteRange(c.tx, disk.Key{ObjectID: in.ino}, end); err != nil {
-			return err
-		}
-	} else {
-		if _, err := c.tr.DeleteItem(c.tx, rk); err != nil {
-			return err
-		}
-		if len(refs) > 0 {
-			buf := make([]byte, disk.InodeRefsSize(refs))
-			disk.EncodeInodeRefs(buf, refs)
-			if err := c.tr.InsertItem(c.tx, rk, buf); err != nil {
-				return err
-			}
-		}
-		in.item.NLink--
-		c.touch(in, now, false)
-		if err := c.putInode(in); err != nil {
-			return err
-		}
+		_, err := c.tr.DeleteRange(c.tx, disk.Key{ObjectID: in.ino}, end)
+		return err
+	}
+	in.item.NLink--
+	c.touch(in, now, false)
+	return c.putInode(in)
+}
+
+// dropName removes the name base from parent: the DIR_ITEM
+// entry, the DIR_INDEX item, the back-reference ref, and the name from
+// the parent's size. The inode the name points at is left as it is.
+func (c *wctx) dropName(parent *winode, base string, ref backref) error {
+	name := []byte(base)
+	dk := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
+	if err := c.removeHashed(dk, name); err != nil {
+		return err
+	}
+	if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: ref.index}); err != nil {
+		return err
+	}
+	if err := c.dropBackref(ref, parent.ino, name); err != nil {
+		return err
 	}
 	parent.item.Size -= 2 * uint64(len(base))
-	c.touch(parent, now, true)
-	return c.putInode(parent)
+	return nil
 }

@@ -34,7 +34,7 @@ func (fsys *FS) CreateSubvolume(name string, opts *SubvolumeOptions) (uint64, er
 		o = *opts
 	}
 	if o.Time.IsZero() {
-		o.Time = time.Now()
+		o.Time = fsys.now()
 	}
 	if o.UUID == ([16]byte{}) {
 		if _, err := rand.Read(o.UUID[:]); err != nil {

@@ -88,7 +88,8 @@ func writeErrors(t *testing.T, fsys *btrfs.FS) {
 		{"chmod missing", func() error { return fsys.Chmod("nope", 0o644) }, syscall.ENOENT},
 		{"setxattr missing", func() error { return fsys.Setxattr("nope", "user.x", nil) }, syscall.ENOENT},
 		{"setxattr namespace", func() error { return fsys.Setxattr("a", "other.x", nil) }, syscall.EOPNOTSUPP},
-		{"setxattr too big", func() error { return fsys.Setxattr("a", "user.big", make([]byte, 1<<20)) }, syscall.ENOSPC},
+		{"setxattr over 64 KiB", func() error { return fsys.Setxattr("a", "user.big", make([]byte, 1<<20)) }, syscall.E2BIG},
+		{"setxattr too big for a leaf", func() error { return fsys.Setxattr("a", "user.big", make([]byte, 60<<10)) }, syscall.ENOSPC},
 	}
 	for _, c := range cases {
 		err := c.run()

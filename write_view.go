@@ -1,6 +1,8 @@
 package btrfs
 
 import (
+	"slices"
+
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/txn"
@@ -47,7 +49,9 @@ func (fsys *FS) showTxn(t *txn.Txn) error {
 			subvols: map[disk.ObjectID]*subvol{}}
 	}
 	fsys.blocks = &txBlocks{base: fsys.br, tx: t.Trans()}
-	for _, id := range t.OpenedTrees() {
+	ids := t.OpenedTrees()
+	slices.Sort(ids) // the root tree (1) first: subvolumes are found through it
+	for _, id := range ids {
 		tr, err := t.Tree(id)
 		if err != nil {
 			return err

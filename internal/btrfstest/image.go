@@ -209,7 +209,7 @@ func isRegular(path string) bool {
 // filesystem.
 func harnessRace(err error) bool {
 	msg := err.Error()
-	for _, sign := range []string{"could not check mount status", "is larger than device size 0", "device scan failed"} {
+	for _, sign := range []string{"could not check mount status", "is larger than device size 0", "device scan failed", "is currently mounted"} {
 		if strings.Contains(msg, sign) {
 			return true
 		}

@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+// word is one editing command (mkdir, chmod, ...). Its run function is the
+// only implementation: the top-level command (paths as IMAGE:PATH, one
+// transaction per call) and `gobtrfs edit` (paths inside the image, many
+// lines per transaction) both call it with a session that resolves paths.
+type word struct {
+	name     string
+	synopsis string // after the name; PATH operands written without IMAGE:
+	short    string
+	long     string
+	flags    []flagDef
+	readOnly bool // needs no writable open (getfattr)
+	run      func(s *session, a *wordArgs) error
+}
+
+// editWords lists every word in the order help shows them.
+var editWords = []*word{
+	&mkdirWord, &rmdirWord, &rmWord, &mvWord, &lnWord, &mknodWord,
+	&chmodWord, &chownWord, &touchWord, &setfattrWord, &getfattrWord,
+}
+
+func findWord(name string) *word {
+	for _, w := range editWords {
+		if w.name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+// session is what a word runs against: the open filesystem and the way its
+// operands name paths. A top-level command opens the image when the first
+// path operand names it; a script session has the filesystem open already.
+type session struct {
+	fsys     *btrfs.FS
+	out      io.Writer
+	script   bool     // operands are paths inside the image
+	image    string   // top level: the image the first path named
+	devices  []string // top level: the other devices (--device)
+	readOnly bool     // top level: open read-only
+}
+
+// path resolves a path operand to an io/fs path in the session's
+// filesystem. At the top level the operand is IMAGE:PATH; the first one
+// opens the image and every other must name the same image.
+func (s *session) path(arg string) (string, error) {
+	if s.script {
+		return cleanFSPath(arg), nil
+	}
+	image, p := splitImagePath(arg)
+	if image == arg {
+		if strings.Contains(arg, ":") {
+			return "", fmt.Errorf("%s: no image file before the colon", arg)
+		}
+		return "", usagef("%s: name the path as IMAGE:PATH", arg)
+	}
+	if s.fsys == nil {
+		opts := &btrfs.Options{Devices: s.devices}
+		var err error
+		if s.readOnly {
+			s.fsys, err = btrfs.Open(image, opts)
+		} else {
+			s.fsys, err = btrfs.OpenWritable(image, opts)
+		}
+		if err != nil {
+			return "", err
+		}
+		s.image = image
+		return p, nil
+	}
+	if filepath.Clean(image) != filepath.Clean(s.image) {
+		return "", usagef("%s: every path of one command must be in the same image (%s)", arg, s.image)
+	}
+	return p, nil
+}
+
+// paths resolves every operand with path.
+func (s *session) paths(args []string) ([]string, error) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		p, err := s.path(a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// wordHelp is the help text of a word: its description and its options.
+func wordHelp(w *word, pathNote string) string {
+	var b strings.Builder
+	b.WriteString(w.long)
+	if pathNote != "" {
+		b.WriteString("\n\n" + pathNote)
+	}
+	if len(w.flags) > 0 {
+		b.WriteString("\n\nOptions:")
+		for _, d := range w.flags {
+			fmt.Fprintf(&b, "\n  %-24s %s", d.spelling(), d.help)
+		}
+	}
+	return b.String()
+}
+
+// deviceFlag names the other devices of a multi-device filesystem for the
+// top-level editing commands (long form only: -d means other things here).
+var deviceFlag = flagDef{name: "device", long: "device", arg: true,
+	help: "another device of a multi-device filesystem (repeatable)"}
+
+// wordCommand makes the top-level command of a word: operands are
+// IMAGE:PATH, all in one image, and every change goes into one
+// transaction, committed only when everything succeeded.
+func wordCommand(w *word) *cobra.Command {
+	flags := append(append([]flagDef(nil), w.flags...), deviceFlag)
+	cmd := &cobra.Command{
+		Use:   w.name + " " + strings.ReplaceAll(w.synopsis, "PATH", "IMAGE:PATH"),
+		Short: w.short,
+		Long: wordHelp(&word{long: w.long, flags: flags},
+			"Paths are IMAGE:PATH, all in the same image. All changes are one transaction:\n"+
+				"on any error nothing is committed. See also `gobtrfs edit`."),
+		// The word parses its own options, so that the top-level command
+		// and a script line read exactly the same syntax.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				if a == "--" {
+					break
+				}
+				if a == "--help" {
+					return cmd.Help()
+				}
+			}
+			pa, err := parseWordArgs(flags, args)
+			if err != nil {
+				return err
+			}
+			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly}
+			err = w.run(s, pa)
+			if s.fsys == nil {
+				return err
+			}
+			if err == nil && !w.readOnly {
+				err = s.fsys.Commit()
+			}
+			// Close drops whatever was not committed.
+			return errors.Join(err, s.fsys.Close())
+		},
+	}
+	// Only --help: -h means --no-dereference to getfattr and setfattr.
+	cmd.Flags().Bool("help", false, "help for "+w.name)
+	return cmd
+}
+
+func newEditCommand() *cobra.Command {
+	var ff fsFlags
+	var script string
+	cmd := &cobra.Command{
+		Use:   "edit IMAGE [-f SCRIPT]",
+		Short: "Apply a script of editing commands to a filesystem image",
+		Long:  editHelp(),
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := cmd.InOrStdin()
+			if script != "" && script != "-" {
+				f, err := os.Open(script)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			fsys, err := btrfs.OpenWritable(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback})
+			if err != nil {
+				return err
+			}
+			err = runScript(fsys, in, cmd.OutOrStdout())
+			// Close drops the transaction a failing line left running.
+			return errors.Join(err, fsys.Close())
+		},
+	}
+	ff.register(cmd)
+	cmd.Flags().StringVarP(&script, "file", "f", "-", "read the script from SCRIPT (- for standard input)")
+	return cmd
+}
+
+// maxScriptLine is the longest script line accepted.
+const maxScriptLine = 16 << 20
+
+// runScript applies the script read from r to fsys: one word per line,
+// a commit at every `commit` line and at the end. The first failing line
+// stops it; what ran since the last commit is left uncommitted for the
+// caller's Close to drop.
+func runScript(fsys *btrfs.FS, r io.Reader, out io.Writer) error {
+	s := &session{fsys: fsys, out: out, script: true}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxScriptLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		if err := runLine(s, sc.Text()); err != nil {
+			// Not wrapped: a bad line is a failed script (exit 1), even
+			// when the line itself misused a word.
+			return fmt.Errorf("line %d: %v", n, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("line %d: %v", n+1, err)
+	}
+	return fsys.Commit()
+}
+
+// runLine runs one script line.
+func runLine(s *session, line string) error {
+	words, err := splitLine(line)
+	if err != nil || len(words) == 0 {
+		return err
+	}
+	if words[0] == "commit" {
+		if len(words) > 1 {
+			return errors.New("commit takes no arguments")
+		}
+		return s.fsys.Commit()
+	}
+	w := findWord(words[0])
+	if w == nil {
+		return fmt.Errorf("unknown word %q (see gobtrfs edit --help)", words[0])
+	}
+	pa, err := parseWordArgs(w.flags, words[1:])
+	if err != nil {
+		return fmt.Errorf("%s: %v", w.name, err)
+	}
+	return w.run(s, pa)
+}
+
+// editHelp is the long help of `gobtrfs edit`, listing the words.
+func editHelp() string {
+	var b strings.Builder
+	b.WriteString(`Read editing commands, one per line, from SCRIPT or standard input and apply
+them to the filesystem in IMAGE in one open. Changes are committed at every
+"commit" line and at the end. The first failing line stops the script with
+its line number and exit status 1; changes after the last commit are dropped.
+
+Lines are split like a shell would, without expansions: 'single quotes',
+"double quotes" (backslash escapes " \ $ and ` + "`" + `), backslash escapes, # comments,
+blank lines. Paths are inside the image ("/etc" and "etc" are the same).
+
+Words (each also exists as a top-level command taking IMAGE:PATH):
+  commit                 commit the changes so far`)
+	for _, w := range editWords {
+		fmt.Fprintf(&b, "\n  %s %s\n      %s", w.name, w.synopsis, w.short)
+	}
+	return b.String()
+}
+
+// The top-level editing commands, one constructor each for the list in
+// commands.go.
+
+func newMkdirCommand() *cobra.Command    { return wordCommand(&mkdirWord) }
+func newRmdirCommand() *cobra.Command    { return wordCommand(&rmdirWord) }
+func newRmCommand() *cobra.Command       { return wordCommand(&rmWord) }
+func newMvCommand() *cobra.Command       { return wordCommand(&mvWord) }
+func newLnCommand() *cobra.Command       { return wordCommand(&lnWord) }
+func newMknodCommand() *cobra.Command    { return wordCommand(&mknodWord) }
+func newChmodCommand() *cobra.Command    { return wordCommand(&chmodWord) }
+func newChownCommand() *cobra.Command    { return wordCommand(&chownWord) }
+func newTouchCommand() *cobra.Command    { return wordCommand(&touchWord) }
+func newSetfattrCommand() *cobra.Command { return wordCommand(&setfattrWord) }
+func newGetfattrCommand() *cobra.Command { return wordCommand(&getfattrWord) }

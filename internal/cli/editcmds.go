@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+	pathpkg "path"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+// Default permissions of what the words create, as with umask 022.
+const (
+	defaultDirPerm  fs.FileMode = 0o755
+	defaultFilePerm fs.FileMode = 0o644
+)
+
+var mkdirWord = word{
+	name:     "mkdir",
+	synopsis: "[-p] [-m MODE] PATH...",
+	short:    "Make directories",
+	long: `Make each directory. With -p, missing parents are made too (mode 755) and an
+existing directory is no error. MODE (octal or symbolic, as for chmod, applied
+to 777) sets the new directory's mode; the default is 755.`,
+	flags: []flagDef{
+		{name: "p", short: 'p', long: "parents", help: "make parents as needed; no error if the directory exists"},
+		{name: "mode", short: 'm', long: "mode", arg: true, help: "mode of the new directories"},
+	},
+	run: runMkdir,
+}
+
+func runMkdir(s *session, a *wordArgs) error {
+	if len(a.ops) == 0 {
+		return usagef("mkdir: missing operand")
+	}
+	perm := defaultDirPerm
+	if v, ok := a.val("mode"); ok {
+		m, err := parseMode(v)
+		if err != nil {
+			return err
+		}
+		perm = m.apply(0o777, true)
+	}
+	paths, err := s.paths(a.ops)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := mkdirOne(s.fsys, p, perm, a.has("p")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirOne makes one directory; with parents like mkdir -p. It tries the
+// plain Mkdir first so that the common case costs one lookup.
+func mkdirOne(fsys *btrfs.FS, p string, perm fs.FileMode, parents bool) error {
+	err := fsys.Mkdir(p, perm)
+	if err == nil || !parents {
+		return err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := fsys.MkdirAll(pathpkg.Dir(p), defaultDirPerm); err != nil {
+			return err
+		}
+		return fsys.Mkdir(p, perm)
+	case errors.Is(err, fs.ErrExist):
+		// Fine for a directory; MkdirAll says what is wrong otherwise.
+		return fsys.MkdirAll(p, perm)
+	}
+	return err
+}
+
+var rmdirWord = word{
+	name:     "rmdir",
+	synopsis: "PATH...",
+	short:    "Remove empty directories",
+	long:     `Remove each directory, which must be empty.`,
+	run:      runRmdir,
+}
+
+func runRmdir(s *session, a *wordArgs) error {
+	if len(a.ops) == 0 {
+		return usagef("rmdir: missing operand")
+	}
+	paths, err := s.paths(a.ops)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if fi, err := s.fsys.Lstat(p); err == nil && !fi.IsDir() {
+			return &fs.PathError{Op: "rmdir", Path: p, Err: syscall.ENOTDIR}
+		}
+		if err := s.fsys.Remove(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var rmWord = word{
+	name:     "rm",
+	synopsis: "[-r] [-f] PATH...",
+	short:    "Remove files and directories",
+	long: `Remove each file. Directories need -r (which removes everything below them).
+With -f, paths that do not exist are no error.`,
+	flags: []flagDef{
+		{name: "r", short: 'r', long: "recursive", help: "remove directories and their contents"},
+		{name: "r", short: 'R', help: "same as -r"},
+		{name: "f", short: 'f', long: "force", help: "ignore paths that do not exist"},
+	},
+	run: runRm,
+}
+
+func runRm(s *session, a *wordArgs) error {
+	force := a.has("f")
+	if len(a.ops) == 0 {
+		if force {
+			return nil
+		}
+		return usagef("rm: missing operand")
+	}
+	paths, err := s.paths(a.ops)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if p == "." {
+			return &fs.PathError{Op: "rm", Path: "/", Err: errors.New("refusing to remove the top directory")}
+		}
+		fi, err := s.fsys.Lstat(p)
+		switch {
+		case err != nil && force && errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return err
+		case fi.IsDir() && a.has("r"):
+			err = s.fsys.RemoveAll(p)
+		case fi.IsDir():
+			err = &fs.PathError{Op: "rm", Path: p, Err: syscall.EISDIR}
+		default:
+			err = s.fsys.Remove(p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var mvWord = word{
+	name:     "mv",
+	synopsis: "SRC... DEST",
+	short:    "Move or rename files",
+	long: `Rename SRC to DEST, replacing DEST as rename(2) would. When DEST is an existing
+directory, every SRC moves into it under its own name.`,
+	run: runMv,
+}
+
+func runMv(s *session, a *wordArgs) error {
+	if len(a.ops) < 2 {
+		return usagef("mv: need SRC and DEST")
+	}
+	paths, err := s.paths(a.ops)
+	if err != nil {
+		return err
+	}
+	srcs, dest := paths[:len(paths)-1], paths[len(paths)-1]
+	into := false
+	if fi, err := s.fsys.Stat(dest); err == nil && fi.IsDir() {
+		into = true
+	}
+	if !into && len(srcs) > 1 {
+		return &fs.PathError{Op: "mv", Path: dest, Err: syscall.ENOTDIR}
+	}
+	for _, src := range srcs {
+		to := dest
+		if into {
+			to = pathpkg.Join(dest, pathpkg.Base(src))
+		}
+		if err := s.fsys.Rename(src, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var lnWord = word{
+	name:     "ln",
+	synopsis: "[-s] TARGET PATH",
+	short:    "Make hard or symbolic links",
+	long: `Make PATH a hard link to the file TARGET (a path in the same image), or with -s
+a symbolic link whose target is the text TARGET, stored as given. When PATH is
+an existing directory, the link goes into it under TARGET's last element.`,
+	flags: []flagDef{
+		{name: "s", short: 's', long: "symbolic", help: "make a symbolic link"},
+	},
+	run: runLn,
+}
+
+func runLn(s *session, a *wordArgs) error {
+	if len(a.ops) != 2 {
+		return usagef("ln: need TARGET and PATH")
+	}
+	target := a.ops[0]
+	if !a.has("s") {
+		p, err := s.path(target)
+		if err != nil {
+			return err
+		}
+		target = p
+	}
+	name, err := s.path(a.ops[1])
+	if err != nil {
+		return err
+	}
+	if fi, err := s.fsys.Stat(name); err == nil && fi.IsDir() {
+		name = pathpkg.Join(name, pathpkg.Base(target))
+	}
+	if a.has("s") {
+		return s.fsys.Symlink(target, name)
+	}
+	return s.fsys.Link(target, name)
+}
+
+var mknodWord = word{
+	name:     "mknod",
+	synopsis: "[-m MODE] PATH TYPE [MAJOR MINOR]",
+	short:    "Make device files and FIFOs",
+	long: `Make a special file: TYPE b (block device), c or u (character device), both
+with MAJOR and MINOR numbers, or p (FIFO). MODE defaults to 644.`,
+	flags: []flagDef{
+		{name: "mode", short: 'm', long: "mode", arg: true, help: "mode of the new file"},
+	},
+	run: runMknod,
+}
+
+func runMknod(s *session, a *wordArgs) error {
+	if len(a.ops) < 2 {
+		return usagef("mknod: need PATH and TYPE")
+	}
+	perm := defaultFilePerm
+	if v, ok := a.val("mode"); ok {
+		m, err := parseMode(v)
+		if err != nil {
+			return err
+		}
+		perm = m.apply(0o666, false)
+	}
+	var kind fs.FileMode
+	switch a.ops[1] {
+	case "b":
+		kind = fs.ModeDevice
+	case "c", "u":
+		kind = fs.ModeDevice | fs.ModeCharDevice
+	case "p":
+		kind = fs.ModeNamedPipe
+	default:
+		return usagef("mknod: TYPE must be b, c, u or p, not %q", a.ops[1])
+	}
+	var dev uint64
+	if kind == fs.ModeNamedPipe {
+		if len(a.ops) != 2 {
+			return usagef("mknod: a FIFO takes no MAJOR and MINOR")
+		}
+	} else {
+		if len(a.ops) != 4 {
+			return usagef("mknod: a device needs MAJOR and MINOR")
+		}
+		major, err1 := strconv.ParseUint(a.ops[2], 0, 32)
+		minor, err2 := strconv.ParseUint(a.ops[3], 0, 32)
+		if err1 != nil || err2 != nil || major > 0xfff || minor > 0xfffff {
+			return usagef("mknod: bad device number %s %s", a.ops[2], a.ops[3])
+		}
+		dev = unix.Mkdev(uint32(major), uint32(minor))
+	}
+	p, err := s.path(a.ops[0])
+	if err != nil {
+		return err
+	}
+	return s.fsys.Mknod(p, kind|perm, dev)
+}
+
+// followLinks resolves a final symlink the way chmod and touch do on
+// their operands, up to the kernel's 40 links; a path that does not
+// exist (yet) is returned as it is.
+func followLinks(fsys *btrfs.FS, p string) (string, error) {
+	for range 40 {
+		fi, err := fsys.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil
+		}
+		t, err := fsys.ReadLink(p)
+		if err != nil {
+			return "", err
+		}
+		if !pathpkg.IsAbs(t) {
+			t = pathpkg.Join(pathpkg.Dir(p), t)
+		}
+		p = cleanFSPath(t)
+	}
+	return "", &fs.PathError{Op: "follow", Path: p, Err: syscall.ELOOP}
+}

@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/mkfs"
+)
+
+// mkfsFlags are the flags of gobtrfs mkfs, as given.
+type mkfsFlags struct {
+	size, label, uuid, nodeSize, sectorSize, csum string
+	meta, data, rootDir, tarFile, compress        string
+	chown, chmod                                  string
+	features, subvols                             []string
+	shrink, reproducible, quiet, force            bool
+}
+
+func newMkfsCommand() *cobra.Command {
+	var fl mkfsFlags
+	cmd := &cobra.Command{
+		Use:   "mkfs [flags] IMAGE|DEVICE",
+		Short: "Create a filesystem, empty or filled from a directory or a tar stream",
+		Long: `Create a new btrfs filesystem in an image file or on a block device, as
+mkfs.btrfs does, and optionally fill it through the same write operations
+every other gobtrfs change uses:
+
+  --rootdir DIR   copy a host directory in: contents (holes stay holes),
+                  modes, owners, nanosecond times, xattrs, hardlinks,
+                  symlinks, fifos, sockets and device nodes
+  --tar FILE|-    the same from a tar stream (ustar, pax, GNU; xattrs from
+                  SCHILY.xattr records) without extracting it, so owners and
+                  device nodes need no root
+
+--chown UID:GID and --chmod SPEC (rsync notation: "D755,F644", "go-w",
+"a+rX") override what the input says. With SOURCE_DATE_EPOCH set, or
+--reproducible, the same input and flags give a byte-identical image: UUIDs
+are derived from a hash of the input, times newer than SOURCE_DATE_EPOCH
+are clamped to it, nothing is random.
+
+IMAGE is created (sparse) when it does not exist; --size is then required.
+An existing btrfs filesystem is only overwritten with --force.
+Input that cannot be stored (a name over 255 bytes, a symlink target too
+long for the node size) stops mkfs with an error naming the path, before
+anything is written when the input can be read twice (not for --tar -).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runMkfs(cmd, args[0], &fl) },
+	}
+	f := cmd.Flags()
+	f.StringVarP(&fl.size, "size", "b", "", "filesystem size (K, M, G, T suffixes; default: the file's or device's size)")
+	f.StringVarP(&fl.label, "label", "L", "", "filesystem label")
+	f.StringVarP(&fl.uuid, "uuid", "U", "", "filesystem UUID")
+	f.StringVarP(&fl.nodeSize, "nodesize", "n", "", "tree block size (default 16K)")
+	f.StringVarP(&fl.sectorSize, "sectorsize", "s", "", "data block size (default 4K)")
+	f.StringVar(&fl.csum, "csum", "crc32c", "checksum: crc32c, xxhash, sha256 or blake2")
+	f.StringVarP(&fl.meta, "metadata", "m", "", "metadata profile: single or dup (default dup)")
+	f.StringVarP(&fl.data, "data", "d", "", "data profile: single or dup (default single)")
+	f.StringArrayVarP(&fl.features, "features", "O", nil, "mkfs.btrfs feature names, comma separated, ^ to disable (repeatable)")
+	f.StringVarP(&fl.rootDir, "rootdir", "r", "", "copy this directory into the filesystem")
+	f.StringVar(&fl.tarFile, "tar", "", "fill the filesystem from this tar file (- for standard input)")
+	f.StringArrayVar(&fl.subvols, "subvol", nil, "make this directory of the input a subvolume (repeatable)")
+	f.StringVar(&fl.compress, "compress", "", "compress file data: zlib, lzo or zstd, optionally :LEVEL")
+	f.StringVar(&fl.chown, "chown", "", "owner of every entry, UID:GID")
+	f.StringVar(&fl.chmod, "chmod", "", "mode override of every entry (rsync --chmod notation)")
+	f.BoolVar(&fl.shrink, "shrink", false, "make the image as small as the tree allows")
+	f.BoolVar(&fl.reproducible, "reproducible", false, "byte-identical output for the same input (implied by SOURCE_DATE_EPOCH)")
+	f.BoolVarP(&fl.quiet, "quiet", "q", false, "no progress display")
+	f.BoolVarP(&fl.force, "force", "f", false, "overwrite an existing btrfs filesystem")
+	return cmd
+}
+
+// runMkfs checks the flags, picks the source and runs mkfs.Build.
+func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
+	opts, err := fl.buildOptions()
+	if err != nil {
+		return err
+	}
+	if err := mkfsCheckTarget(image, opts.Format.Size, fl.force); err != nil {
+		return err
+	}
+	open, cleanup, err := fl.opener(cmd.InOrStdin(), opts)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	bar := newProgress(cmd.ErrOrStderr(), fl.quiet, "mkfs", 0)
+	opts.OnSummary = func(s *mkfs.Summary) { bar.total = s.DataBytes }
+	opts.Progress = bar.add
+	_, err = mkfs.Build(image, open, *opts)
+	bar.finish()
+	return err
+}
+
+// buildOptions turns the flags into mkfs.BuildOptions; errors are usage
+// errors.
+func (fl *mkfsFlags) buildOptions() (*mkfs.BuildOptions, error) {
+	o := &mkfs.BuildOptions{Reproducible: fl.reproducible, Subvolumes: fl.subvols, Shrink: fl.shrink}
+	fo := &o.Format
+	var err error
+	if fl.size != "" {
+		if fo.Size, err = mkfsParseSize(fl.size); err != nil {
+			return nil, usagef("--size: %v", err)
+		}
+	}
+	sizes := []struct {
+		s   string
+		dst *int
+		n   string
+	}{{fl.nodeSize, &fo.NodeSize, "--nodesize"}, {fl.sectorSize, &fo.SectorSize, "--sectorsize"}}
+	for _, x := range sizes {
+		if x.s == "" {
+			continue
+		}
+		v, err := mkfsParseSize(x.s)
+		if err != nil || v > 1<<20 {
+			return nil, usagef("%s %q: not a size", x.n, x.s)
+		}
+		*x.dst = int(v)
+	}
+	fo.Label, fo.MetadataProfile, fo.DataProfile, fo.Features = fl.label, fl.meta, fl.data, fl.features
+	if fl.uuid != "" {
+		if fo.UUID, err = disk.ParseUUID(fl.uuid); err != nil || fo.UUID.IsZero() {
+			return nil, usagef("--uuid %q: not a UUID", fl.uuid)
+		}
+	}
+	if fo.Csum, err = mkfsParseCsum(fl.csum); err != nil {
+		return nil, err
+	}
+	if fl.rootDir != "" && fl.tarFile != "" {
+		return nil, usagef("--rootdir and --tar exclude each other")
+	}
+	if fl.compress != "" {
+		alg, lvl, _ := strings.Cut(fl.compress, ":")
+		o.Compress = strings.ToLower(alg)
+		if lvl != "" {
+			if o.CompressLevel, err = strconv.Atoi(lvl); err != nil {
+				return nil, usagef("--compress %q: bad level", fl.compress)
+			}
+		}
+	}
+	if fl.chown != "" {
+		if o.Owner, err = mkfsParseOwner(fl.chown); err != nil {
+			return nil, err
+		}
+	}
+	if fl.chmod != "" {
+		if _, err = mkfs.ParseChmod(fl.chmod); err != nil {
+			return nil, usageError{err}
+		}
+		o.Chmod = fl.chmod
+	}
+	if s, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && s != "" {
+		secs, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || secs < 0 {
+			return nil, usagef("SOURCE_DATE_EPOCH=%q: not a number of seconds", s)
+		}
+		o.Epoch = time.Unix(secs, 0)
+		o.Reproducible = true
+	}
+	return o, nil
+}
+
+// opener returns how to open the input: a directory, a tar file, standard
+// input, or nothing (an empty filesystem). Standard input can be read once
+// only, so a reproducible build spools it to an unlinked temporary file
+// for the pre-pass that hashes it.
+func (fl *mkfsFlags) opener(stdin io.Reader, o *mkfs.BuildOptions) (mkfs.Opener, func(), error) {
+	nothing := func() {}
+	switch {
+	case fl.rootDir != "":
+		if _, err := mkfs.OpenDir(fl.rootDir); err != nil {
+			return nil, nil, err
+		}
+		o.PrePass = true
+		return func() (mkfs.Source, error) { return mkfs.OpenDir(fl.rootDir) }, nothing, nil
+	case fl.tarFile == "-" && !o.Reproducible:
+		used := false
+		return func() (mkfs.Source, error) {
+			if used {
+				return nil, errors.New("standard input read twice")
+			}
+			used = true
+			return mkfs.NewTarSource(stdin), nil
+		}, nothing, nil
+	case fl.tarFile == "-":
+		f, err := os.CreateTemp("", "gobtrfs-mkfs-*.tar")
+		if err != nil {
+			return nil, nil, err
+		}
+		os.Remove(f.Name())
+		if _, err := io.Copy(f, stdin); err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("spool standard input: %w", err)
+		}
+		return tarFileOpener(f, o), func() { f.Close() }, nil
+	case fl.tarFile != "":
+		f, err := os.Open(fl.tarFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tarFileOpener(f, o), func() { f.Close() }, nil
+	}
+	o.PrePass = true
+	return func() (mkfs.Source, error) { return emptySource{}, nil }, nothing, nil
+}
+
+func tarFileOpener(f *os.File, o *mkfs.BuildOptions) mkfs.Opener {
+	o.PrePass = true
+	return func() (mkfs.Source, error) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return mkfs.NewTarSource(f), nil
+	}
+}
+
+// emptySource is the input of a filesystem made empty.
+type emptySource struct{}
+
+func (emptySource) Next() (*mkfs.Entry, error) { return nil, io.EOF }
+func (emptySource) Close() error               { return nil }
+
+// mkfsCheckTarget refuses to overwrite a btrfs filesystem without
+// --force, and a missing image without --size.
+func mkfsCheckTarget(image string, size int64, force bool) error {
+	f, err := os.Open(image)
+	if errors.Is(err, os.ErrNotExist) {
+		if size == 0 {
+			return usagef("%s does not exist; give --size to create it", image)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], disk.SuperblockOffset+0x40); err == nil &&
+		binary.LittleEndian.Uint64(b[:]) == disk.Magic && !force {
+		return fmt.Errorf("%s holds a btrfs filesystem; use --force to overwrite it", image)
+	}
+	return nil
+}
+
+// mkfsParseSize reads a byte count with an optional binary suffix (K, M,
+// G, T, P, E; "KiB" and "KB" spellings too, all powers of 1024 as in
+// mkfs.btrfs).
+func mkfsParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	shift := 0
+	if t != "" {
+		if i := strings.IndexByte("KMGTPE", t[len(t)-1]); i >= 0 {
+			shift = 10 * (i + 1)
+			t = t[:len(t)-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)>>shift {
+		return 0, fmt.Errorf("%q: not a size", s)
+	}
+	return v << shift, nil
+}
+
+func mkfsParseCsum(s string) (disk.CsumType, error) {
+	switch strings.ToLower(s) {
+	case "crc32c", "":
+		return disk.CsumCRC32C, nil
+	case "xxhash", "xxhash64":
+		return disk.CsumXXHash, nil
+	case "sha256":
+		return disk.CsumSHA256, nil
+	case "blake2", "blake2b":
+		return disk.CsumBlake2, nil
+	}
+	return 0, usagef("--csum %q: one of crc32c, xxhash, sha256, blake2", s)
+}
+
+func mkfsParseOwner(s string) (*mkfs.Owner, error) {
+	u, g, ok := strings.Cut(s, ":")
+	uid, err1 := strconv.ParseUint(u, 10, 32)
+	gid, err2 := strconv.ParseUint(g, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, usagef("--chown %q: want numeric UID:GID", s)
+	}
+	return &mkfs.Owner{UID: uint32(uid), GID: uint32(gid)}, nil
+}

@@ -1,0 +1,214 @@
+package mkfs
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+// writeOptions are the btrfs.Options Build opens the new image with:
+// compression and, for reproducible builds, a fixed clock for the change
+// and creation times the write path stamps.
+func writeOptions(o *BuildOptions, now func() time.Time) *btrfs.Options {
+	bo := &btrfs.Options{Compress: o.Compress, CompressLevel: o.CompressLevel}
+	if o.Reproducible {
+		bo.Now = now
+	}
+	return bo
+}
+
+// fileMode converts Linux permission, set-id and sticky bits to an
+// fs.FileMode.
+func fileMode(perm uint32) fs.FileMode {
+	m := fs.FileMode(perm & 0o777)
+	if perm&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if perm&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if perm&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// apply creates one entry (hardlinks are remembered for later) and sets
+// its attributes.
+func (f *filler) apply(e *Entry) error {
+	p := e.Path
+	if e.Kind == KindDir {
+		return f.applyDir(e)
+	}
+	if err := f.parents(p); err != nil {
+		return err
+	}
+	if _, isDir := f.dirs[p]; isDir {
+		return inputErr(p, "a %s where a directory was made before", e.Kind)
+	}
+	var err error
+	switch e.Kind {
+	case KindHardlink:
+		f.links = append(f.links, [2]string{e.LinkOf, p})
+		return nil
+	case KindFile:
+		err = f.writeFile(e)
+	case KindSymlink:
+		err = f.fsys.Symlink(e.Target, p)
+	default:
+		err = f.mknod(e)
+	}
+	if err != nil {
+		return err
+	}
+	return f.attrs(e)
+}
+
+// applyDir makes a directory, or updates one made as an implied parent.
+func (f *filler) applyDir(e *Entry) error {
+	p := e.Path
+	d, ok := f.dirs[p]
+	switch {
+	case ok && d.explicit:
+		return inputErr(p, "directory listed twice")
+	case !ok:
+		if err := f.parents(p); err != nil {
+			return err
+		}
+		if err := f.mkdir(p, 0o700); err != nil {
+			return err
+		}
+		d = &dirState{}
+		f.dirs[p] = d
+	}
+	d.explicit = true
+	d.atime, d.mtime = f.times(e)
+	return f.attrs(e)
+}
+
+// writeFile creates a regular file and writes its segments, leaving the
+// gaps as holes. A segment is written in pieces of at most CommitBytes
+// with a commit check between them, so one huge file does not make one
+// huge transaction.
+func (f *filler) writeFile(e *Entry) error {
+	p := e.Path
+	if err := f.fsys.CreateEmpty(p, 0o600); err != nil {
+		return err
+	}
+	if e.Size == 0 {
+		return nil
+	}
+	var end int64
+	if len(e.Segments) > 0 {
+		r, err := e.Open()
+		if err != nil {
+			return fmt.Errorf("%q: %w", p, err)
+		}
+		defer r.Close()
+		for _, s := range e.Segments {
+			for off := s.Off; off < s.Off+s.Len; {
+				want := min(s.Off+s.Len-off, f.commitBytes())
+				n, err := f.writePiece(p, r, off, want)
+				if err != nil {
+					return err
+				}
+				if n != want {
+					return fmt.Errorf("%q: data ended at offset %d, expected %d bytes more (file changed while read?)", p, off+n, s.Off+s.Len-off-n)
+				}
+				off += n
+				if err := f.maybeCommit(0, n); err != nil {
+					return err
+				}
+			}
+			end = s.Off + s.Len
+		}
+	}
+	if end < e.Size {
+		return f.fsys.Truncate(p, e.Size)
+	}
+	return nil
+}
+
+// smallWrite is the largest piece written with one WriteAt from a buffer
+// of its size; WriteFrom holds a buffer of 8 MiB per call, which costs
+// more than the data for the many small files of a typical tree.
+const smallWrite = 1 << 20
+
+// writePiece writes want bytes of r at off of file p and returns how many
+// it wrote (fewer only when r ended early).
+func (f *filler) writePiece(p string, r io.Reader, off, want int64) (int64, error) {
+	if want > smallWrite {
+		return f.fsys.WriteFrom(p, io.LimitReader(r, want), off)
+	}
+	buf := make([]byte, want)
+	n, err := io.ReadFull(r, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return 0, fmt.Errorf("%q: %w", p, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	w, err := f.fsys.WriteAt(p, buf[:n], off)
+	return int64(w), err
+}
+
+// mknod makes a fifo, socket or device node.
+func (f *filler) mknod(e *Entry) error {
+	mode := fs.FileMode(0o600)
+	var dev uint64
+	switch e.Kind {
+	case KindFifo:
+		mode |= fs.ModeNamedPipe
+	case KindSocket:
+		mode |= fs.ModeSocket
+	case KindCharDev:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+		dev = mkdev(e.DevMajor, e.DevMinor)
+	case KindBlockDev:
+		mode |= fs.ModeDevice
+		dev = mkdev(e.DevMajor, e.DevMinor)
+	}
+	return f.fsys.Mknod(e.Path, mode, dev)
+}
+
+// attrs sets owner, mode, xattrs and (for non-directories) times, in the
+// order that keeps each: an owner change clears set-id bits on Linux, and
+// file capabilities go with writes and owner changes.
+func (f *filler) attrs(e *Entry) error {
+	p := e.Path
+	uid, gid := e.UID, e.GID
+	if o := f.opts.Owner; o != nil {
+		uid, gid = o.UID, o.GID
+	}
+	if uid != 0 || gid != 0 {
+		if err := f.chown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	if e.Kind != KindSymlink {
+		perm := e.Perm
+		if f.chmod != nil {
+			perm = f.chmod(e.Kind, perm) & 0o7777
+		}
+		if err := f.fsys.Chmod(p, fileMode(perm)); err != nil {
+			return err
+		}
+	}
+	for _, x := range e.Xattrs {
+		if err := f.fsys.Setxattr(p, x.Name, x.Value); err != nil {
+			return fmt.Errorf("xattr %q: %w", x.Name, err)
+		}
+	}
+	if e.Kind == KindDir {
+		return nil
+	}
+	atime, mtime := f.times(e)
+	return f.fsys.Chtimes(p, atime, mtime)
+}
+
+func (f *filler) chown(p string, uid, gid uint32) error {
+	return f.fsys.Chown(p, int(uid), int(gid))
+}

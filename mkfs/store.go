@@ -1,0 +1,84 @@
+package mkfs
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// store is the ctree.Store the trees are built in: each tree gets exactly
+// the one block address the layout assigned it, and written blocks stay in
+// memory until Format writes them through the chunk map.
+type store struct {
+	params ctree.Params
+	csum   disk.CsumType
+	addrs  map[disk.ObjectID]disk.LogicalAddr
+	given  map[disk.ObjectID]bool
+	blocks map[disk.LogicalAddr][]byte
+}
+
+func newStore(c *config, addrs map[disk.ObjectID]disk.LogicalAddr) *store {
+	return &store{
+		params: ctree.Params{NodeSize: c.nodeSize, FSID: c.fsid, ChunkTreeUUID: c.chunkUUID},
+		csum:   c.csum, addrs: addrs,
+		given: map[disk.ObjectID]bool{}, blocks: map[disk.LogicalAddr][]byte{},
+	}
+}
+
+// Params implements ctree.Store.
+func (s *store) Params() ctree.Params { return s.params }
+
+// ReadBlock implements ctree.Reader over the blocks written so far.
+func (s *store) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	b, ok := s.blocks[addr]
+	if !ok {
+		return nil, &disk.CorruptError{Logical: addr, Tree: e.Owner, What: "mkfs: no block written here"}
+	}
+	n := disk.Node(b)
+	if err := n.Check(disk.BlockParams{NodeSize: s.params.NodeSize, CsumType: s.csum, FSID: s.params.FSID}, e); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Alloc implements ctree.Store: the tree's assigned block, once. A second
+// request means the tree outgrew one leaf, which the layout does not
+// provide for.
+func (s *store) Alloc(owner disk.ObjectID, level int, _ disk.LogicalAddr) (disk.LogicalAddr, error) {
+	a, ok := s.addrs[owner]
+	if !ok {
+		return 0, fmt.Errorf("mkfs: no block planned for tree %s", owner.TreeName())
+	}
+	if s.given[owner] || level != 0 {
+		return 0, fmt.Errorf("mkfs: tree %s does not fit in one leaf", owner.TreeName())
+	}
+	s.given[owner] = true
+	return a, nil
+}
+
+// Free implements ctree.Store. Building only inserts into fresh leaves,
+// so nothing is ever freed; a free would mean a split and is caught by
+// Alloc first.
+func (s *store) Free(disk.LogicalAddr, bool) {}
+
+// Write implements ctree.Store: checksum and keep the block.
+func (s *store) Write(addr disk.LogicalAddr, block []byte) error {
+	if len(block) != s.params.NodeSize {
+		return fmt.Errorf("mkfs: block of %d bytes at %d", len(block), addr)
+	}
+	s.csum.SumBlock(block)
+	s.blocks[addr] = block
+	return nil
+}
+
+// sortedAddrs lists the written blocks in address order.
+func (s *store) sortedAddrs() []disk.LogicalAddr {
+	out := make([]disk.LogicalAddr, 0, len(s.blocks))
+	for a := range s.blocks {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

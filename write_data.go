@@ -1,0 +1,533 @@
+package btrfs
+
+import (
+	"errors"
+	"io/fs"
+	"math"
+	"syscall"
+
+	"github.com/gobtrfs/btrfs/internal/chunk"
+	"github.com/gobtrfs/btrfs/internal/compress"
+	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
+)
+
+// defaultMaxInline is the kernel's max_inline mount option default.
+const defaultMaxInline = 2048
+
+// dataChange is change for operations on file data: fn also gets the
+// running transaction. After a successful change the read side is shown
+// the transaction's csum tree too (reads verify new data against it);
+// after an abort it is pointed back at the committed one.
+func (fsys *FS) dataChange(op, name string, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
+	err := fsys.change(op, name, func(c *wctx) (bool, error) {
+		t := fsys.w.t
+		started, err := fn(c, t)
+		if started && err == nil {
+			err = fsys.showCsums(t)
+		}
+		return started, err
+	})
+	if err != nil && fsys.w != nil && fsys.w.dead != nil {
+		fsys.showCommittedCsums()
+	}
+	return err
+}
+
+// showCsums points the read side's csum root at the transaction's csum
+// tree, so data written in it verifies, and its data reader at one that
+// also reaches the chunks the transaction added.
+func (fsys *FS) showCsums(t *txn.Txn) error {
+	ct, err := t.Tree(disk.CsumTreeObjectID)
+	if err != nil {
+		return err
+	}
+	fsys.csumRoot = ct.Root()
+	if rd, ok := any(t).(txnDataSource); ok {
+		if cur, ok := fsys.data.(*txnDataReader); !ok || cur.t != rd {
+			base := fsys.data
+			if ok {
+				base = cur.base
+			}
+			fsys.data = &txnDataReader{base: base, t: rd}
+		}
+	}
+	return nil
+}
+
+// showCommittedCsums restores the committed csum root and data reader
+// after an abort.
+func (fsys *FS) showCommittedCsums() {
+	if ri, err := fsys.rootItem(disk.CsumTreeObjectID); err == nil {
+		fsys.csumRoot.Addr, fsys.csumRoot.Level, fsys.csumRoot.Generation = ri.Bytenr, int(ri.Level), ri.Generation
+	}
+	if cur, ok := fsys.data.(*txnDataReader); ok {
+		fsys.data = cur.base
+	}
+}
+
+// txnDataSource is what a transaction must offer for data in chunks it
+// added to be readable before Commit: the read side's chunk map only
+// learns them when Commit reopens it. internal/txn does not offer it yet
+// (see the report of task H); until it does, such reads fail with
+// chunk.ErrNotMapped.
+type txnDataSource interface {
+	ReadData(addr disk.LogicalAddr, p []byte) error
+}
+
+// txnDataReader is the read side's data reader while a transaction that
+// offers txnDataSource runs: addresses the committed chunk map does not
+// know are read through the transaction (one copy, verified once).
+type txnDataReader struct {
+	base logicalReader
+	t    txnDataSource
+}
+
+// ReadLogical implements logicalReader.
+func (r *txnDataReader) ReadLogical(p []byte, logical disk.LogicalAddr, verify chunk.VerifyFunc) error {
+	err := r.base.ReadLogical(p, logical, verify)
+	if !errors.Is(err, chunk.ErrNotMapped) {
+		return err
+	}
+	if err := r.t.ReadData(logical, p); err != nil {
+		return err
+	}
+	if verify != nil && !verify(logical, p) {
+		return &disk.CorruptError{Logical: logical, What: "data written in this transaction fails its checksum"}
+	}
+	return nil
+}
+
+// ReadBlock implements logicalReader.
+func (r *txnDataReader) ReadBlock(p []byte, logical disk.LogicalAddr, verify func(b []byte) bool) error {
+	return r.base.ReadBlock(p, logical, verify)
+}
+
+// WriteFile writes data to the regular file name, creating it with
+// permission bits perm (owned by root) or truncating it first, like
+// os.WriteFile; symlinks are not followed (EINVAL), a directory is
+// EISDIR.
+func (fsys *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
+	return fsys.dataChange("writefile", name, func(c *wctx, t *txn.Txn) (bool, error) {
+		in, created, err := c.openOrCreate(name, perm)
+		if err != nil {
+			return created, err
+		}
+		if !created {
+			if err := mayChange(in, -1); err != nil {
+				return false, err
+			}
+			if err := c.truncate(fsys, t, in, 0); err != nil {
+				return true, err
+			}
+		}
+		if err := c.write(fsys, t, in, data, 0); err != nil {
+			return true, err
+		}
+		c.touch(in, c.now(), true)
+		return true, c.putInode(in)
+	})
+}
+
+// openOrCreate resolves the regular file name, or creates it empty.
+func (c *wctx) openOrCreate(name string, perm fs.FileMode) (*winode, bool, error) {
+	if name == "." {
+		return nil, false, syscall.EISDIR
+	}
+	parent, base, err := c.splitParent(name)
+	if err != nil {
+		return nil, false, err
+	}
+	de, err := c.dirEntry(parent.ino, base)
+	if err != nil {
+		return nil, false, err
+	}
+	if de != nil {
+		in, err := c.regular(de)
+		return in, false, err
+	}
+	for i := 0; i < len(base); i++ {
+		if base[i] == 0 {
+			return nil, false, syscall.EINVAL
+		}
+	}
+	ino, err := c.newIno()
+	if err != nil {
+		return nil, false, err
+	}
+	index, err := c.nextIndex(parent.ino)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := c.link(parent, base, ino, index, disk.ModeRegular|linuxPerm(perm)); err != nil {
+		return nil, true, err
+	}
+	in, err := c.inode(ino)
+	return in, true, err
+}
+
+// regular loads the inode a directory entry names and checks that it is
+// a regular file.
+func (c *wctx) regular(de *disk.DirItem) (*winode, error) {
+	if de.Location.Type != disk.InodeItemKey {
+		return nil, syscall.EISDIR // a subvolume
+	}
+	in, err := c.inode(de.Location.ObjectID)
+	if err != nil {
+		return nil, err
+	}
+	return in, checkRegular(in)
+}
+
+// checkRegular refuses what is not a regular file.
+func checkRegular(in *winode) error {
+	switch {
+	case in.item.IsDir():
+		return syscall.EISDIR
+	case !in.item.IsRegular():
+		return syscall.EINVAL
+	}
+	return nil
+}
+
+// mayChange refuses data changes the inode's chattr flags forbid, as
+// the kernel: nothing on an IMMUTABLE file, only appends (a write at the
+// end; appendAt < 0 for any other change) on an APPEND-only one.
+func mayChange(in *winode, appendAt int64) error {
+	switch {
+	case in.item.Flags&disk.InodeImmutable != 0:
+		return syscall.EPERM
+	case in.item.Flags&disk.InodeAppend != 0 && (appendAt < 0 || uint64(appendAt) != in.item.Size):
+		return syscall.EPERM
+	}
+	return nil
+}
+
+// resolveRegular resolves name to a regular file.
+func (c *wctx) resolveRegular(name string) (*winode, error) {
+	in, err := c.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	return in, checkRegular(in)
+}
+
+// WriteAt writes p at offset off of the existing regular file name,
+// extending its size when the write ends past it; the range between the
+// old end and off reads as zeros. It returns len(p) or an error.
+func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) < off {
+		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
+	}
+	err := fsys.dataChange("write", name, func(c *wctx, t *txn.Txn) (bool, error) {
+		in, err := c.resolveRegular(name)
+		if err == nil {
+			err = mayChange(in, off)
+		}
+		if err != nil || len(p) == 0 {
+			return false, err
+		}
+		if err := c.write(fsys, t, in, p, uint64(off)); err != nil {
+			return true, err
+		}
+		c.touch(in, c.now(), true)
+		return true, c.putInode(in)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// noHoles reports the NO_HOLES feature: without it, gaps in files are
+// explicit hole items.
+func (fsys *FS) noHoles() bool { return fsys.sb.IncompatFlags&disk.IncompatNoHoles != 0 }
+
+// dataMaxInline is the largest file stored in an inline extent, -1 for none.
+func (fsys *FS) dataMaxInline(c *wctx) int {
+	n := fsys.w.opts.MaxInline
+	switch {
+	case n < 0:
+		return -1
+	case n == 0:
+		n = defaultMaxInline
+	}
+	n = min(n, int(fsys.sb.SectorSize)-1, c.maxItemSize()-disk.FileExtentInlineDataStart)
+	return n
+}
+
+// write puts p at file offset off of in and sets the size; the caller
+// touches and stores the inode. Partial sectors are read, merged and
+// written anew (copy-on-write: no extent is changed in place).
+func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	pol, err := fsys.policy(in)
+	if err != nil {
+		return err
+	}
+	ss := pol.ss
+	end := off + uint64(len(p))
+	oldSize := in.item.Size
+	newSize := max(oldSize, end)
+	if done, err := c.tryInline(fsys, in, pol, newSize, func(b []byte) { copy(b[off:], p) }); done || err != nil {
+		return err
+	}
+	if err := c.uninline(fsys, t, in, pol); err != nil {
+		return err
+	}
+	a, b := roundDownTo(off, ss), roundUpTo(end, ss)
+	buf := p
+	if a != off || b != end {
+		buf = make([]byte, b-a)
+		headRead := false
+		if off > a && a < oldSize {
+			if err := c.readFile(fsys, in, a, buf[:ss]); err != nil {
+				return err
+			}
+			headRead = true
+		}
+		if end < b && b-ss < oldSize && !(b-ss == a && headRead) {
+			if err := c.readFile(fsys, in, b-ss, buf[b-a-ss:]); err != nil {
+				return err
+			}
+		}
+		copy(buf[off-a:], p)
+	}
+	return c.replaceData(fsys, t, in, buf, a, pol, newSize)
+}
+
+// tryInline makes in's whole content one inline extent when the file of
+// newSize bytes qualifies (format doc §5.5: from offset 0, smaller than a
+// sector, within max_inline; compressed when that makes it smaller) and
+// no item lies past the first sector. fill changes the content, which
+// holds the current bytes. done reports that it did so.
+func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, fill func([]byte)) (bool, error) {
+	limit := fsys.dataMaxInline(c)
+	if newSize >= pol.ss || limit < 0 {
+		return false, nil
+	}
+	all, err := c.fileExtents(in.ino, 0, math.MaxUint64)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range all {
+		if e.start != 0 {
+			return false, nil
+		}
+	}
+	content := make([]byte, newSize)
+	if err := c.readExtents(fsys, in, all, 0, content[:min(in.item.Size, newSize)]); err != nil {
+		return false, err
+	}
+	fill(content)
+	e, ok, err := inlineExtent(content, pol, limit, c.gen)
+	if err != nil || !ok {
+		return false, err
+	}
+	markCompression(c.t, compress.Type(e.fe.Compression))
+	if err := c.apply(in, all, []extent{e}); err != nil {
+		return true, err
+	}
+	in.item.Size = newSize
+	return true, nil
+}
+
+// inlineExtent builds the inline item holding content, compressed when
+// the policy compresses and the stream is smaller; ok is false when
+// neither form fits the limit.
+func inlineExtent(content []byte, pol dataPolicy, limit int, gen disk.Generation) (extent, bool, error) {
+	e := extent{length: uint64(len(content)), fe: disk.FileExtentItem{Generation: gen,
+		RAMBytes: uint64(len(content)), Type: disk.FileExtentInline}}
+	if pol.comp != compress.None && len(content) > 0 {
+		out, _, err := compress.Compress(pol.comp, content, pol.level, int(pol.ss))
+		if err != nil {
+			return extent{}, false, err
+		}
+		if len(out) < len(content) && len(out) <= limit {
+			e.fe.Compression = disk.CompressionType(pol.comp)
+			e.fe.InlineData = out
+			return e, true, nil
+		}
+	}
+	if len(content) > limit || len(content) == 0 {
+		return extent{}, false, nil
+	}
+	e.fe.InlineData = append([]byte(nil), content...)
+	return e, true, nil
+}
+
+// uninline turns an inline extent of in into a regular extent of one
+// sector, so the file can grow past it or be shared.
+func (c *wctx) uninline(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy) error {
+	first, err := c.fileExtents(in.ino, 0, 1)
+	if err != nil || len(first) == 0 || first[0].fe.Type != disk.FileExtentInline {
+		return err
+	}
+	buf := make([]byte, pol.ss)
+	n := min(first[0].length, pol.ss)
+	if err := c.readExtents(fsys, in, first, 0, buf[:n]); err != nil {
+		return err
+	}
+	items, _, err := c.storeData(t, buf, 0, pol)
+	if err != nil {
+		return err
+	}
+	return c.apply(in, first, items)
+}
+
+// replaceData writes buf (whole sectors) as new extents at file offset
+// a, replacing what lay there, and sets the size to newSize. Without
+// NO_HOLES the gap between the old end and a gets hole items.
+func (c *wctx) replaceData(fsys *FS, t *txn.Txn, in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64) error {
+	items, failed, err := c.storeData(t, buf, a, pol)
+	if err != nil {
+		return err
+	}
+	if failed && !pol.force {
+		in.item.Flags |= disk.InodeNoCompress
+	}
+	b := a + uint64(len(buf))
+	exts, err := c.fileExtents(in.ino, a, b)
+	if err != nil {
+		return err
+	}
+	del, keep := cutRange(exts, a, b)
+	add := mergeSorted(keep, items)
+	if !fsys.noHoles() {
+		holes, err := c.holesIn(in, roundUpTo(in.item.Size, pol.ss), a)
+		if err != nil {
+			return err
+		}
+		add = mergeSorted(add, holes)
+	}
+	if err := c.apply(in, del, add); err != nil {
+		return err
+	}
+	in.item.Size = newSize
+	return nil
+}
+
+// holesIn returns hole items for the uncovered parts of [a, b).
+func (c *wctx) holesIn(in *winode, a, b uint64) ([]extent, error) {
+	if a >= b {
+		return nil, nil
+	}
+	exts, err := c.fileExtents(in.ino, a, b)
+	if err != nil {
+		return nil, err
+	}
+	return holeItems(exts, a, b, c.gen), nil
+}
+
+// fileExtents returns the EXTENT_DATA items of ino that overlap [a, b),
+// in file order, from the transaction's tree.
+func (c *wctx) fileExtents(ino disk.ObjectID, a, b uint64) ([]extent, error) {
+	from := disk.Key{ObjectID: ino, Type: disk.ExtentDataKey}
+	if a > 0 {
+		k, ok, err := c.lastKeyBelow(disk.Key{ObjectID: ino, Type: disk.ExtentDataKey, Offset: a + 1})
+		if err != nil {
+			return nil, err
+		}
+		if ok && k.ObjectID == ino && k.Type == disk.ExtentDataKey {
+			from = k
+		}
+	}
+	to := disk.Key{ObjectID: ino, Type: disk.ExtentDataKey, Offset: math.MaxUint64}
+	var out []extent
+	var derr error
+	err := c.tr.Range(c.tx, from, to, func(k disk.Key, data []byte) (bool, error) {
+		if k.Offset >= b {
+			return false, nil
+		}
+		e := extent{start: k.Offset}
+		if err := e.fe.Decode(data); err != nil {
+			derr = &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "file extent", Err: err}
+			return false, nil
+		}
+		e.length = e.fe.Len()
+		if e.start+e.length < e.start || (e.fe.Type == disk.FileExtentInline && e.start != 0) {
+			derr = &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "file extent range"}
+			return false, nil
+		}
+		if e.start+e.length > a || (e.fe.Type == disk.FileExtentInline && a == 0) {
+			out = append(out, e)
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// apply replaces the items del of in by add in the tree and moves the
+// data references and nbytes accordingly.
+func (c *wctx) apply(in *winode, del, add []extent) error {
+	t := c.t
+	for _, e := range del {
+		if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}); err != nil {
+			return err
+		}
+	}
+	for _, e := range add {
+		buf := make([]byte, e.fe.Size())
+		e.fe.Encode(buf)
+		if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}, buf); err != nil {
+			return err
+		}
+	}
+	root := c.tr.Owner()
+	for r, n := range refDeltas(del, add) {
+		var err error
+		if n > 0 {
+			err = t.AddDataRef(r.bytenr, r.numBytes, root, in.ino, r.pos, uint32(n))
+		} else {
+			err = t.DropDataRef(r.bytenr, r.numBytes, root, in.ino, r.pos, uint32(-n))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	in.item.NBytes = uint64(int64(in.item.NBytes) + nbytesDelta(del, add))
+	return nil
+}
+
+// readFile reads the bytes of in at [off, off+len(dst)) as they stand in
+// the transaction.
+func (c *wctx) readFile(fsys *FS, in *winode, off uint64, dst []byte) error {
+	exts, err := c.fileExtents(in.ino, off, off+uint64(len(dst)))
+	if err != nil {
+		return err
+	}
+	return c.readExtents(fsys, in, exts, off, dst)
+}
+
+// readExtents fills dst with the file bytes at off from exts (which
+// cover whatever of the range holds data); gaps read as zeros. Data goes
+// through the read path, checksums verified.
+func (c *wctx) readExtents(fsys *FS, in *winode, exts []extent, off uint64, dst []byte) error {
+	// The read side must see this change's blocks so far (the csum tree
+	// may have been changed by this very change).
+	if err := fsys.showTxn(c.t); err != nil {
+		return err
+	}
+	if err := fsys.showCsums(c.t); err != nil {
+		return err
+	}
+	clear(dst)
+	rin := &inode{sv: fsys.top, ino: in.ino, item: in.item}
+	end := off + uint64(len(dst))
+	for i := range exts {
+		e := &exts[i]
+		lo, hi := max(e.start, off), min(e.start+e.length, end)
+		if lo >= hi {
+			continue
+		}
+		if err := fsys.readExtent(rin, e, dst[lo-off:hi-off], lo, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
