@@ -186,15 +186,6 @@ func (c *wctx) storeData(t *txn.Txn, buf []byte, at uint64, p dataPolicy) ([]ext
 	return out, failed, nil
 }
 
-// incompatSetter is the transaction hook that records superblock
-// incompat feature bits for Commit to write. internal/txn does not offer
-// it yet (see the report of task H): until it does, LZO and zstd extents
-// are written without their COMPRESS_LZO / COMPRESS_ZSTD bit (the kernel
-// and btrfs check read them anyway, but the kernel sets the bits).
-type incompatSetter interface {
-	SetIncompat(flags uint64)
-}
-
 // markCompression asks for the incompat bit the kernel sets when it
 // writes extents compressed with ct (zlib needs none).
 func markCompression(t *txn.Txn, ct compress.Type) {
@@ -207,9 +198,7 @@ func markCompression(t *txn.Txn, ct compress.Type) {
 	default:
 		return
 	}
-	if s, ok := any(t).(incompatSetter); ok {
-		s.SetIncompat(f)
-	}
+	t.SetIncompat(f)
 }
 
 // storeCompressed writes one compressed piece as its own extent.

@@ -43,14 +43,12 @@ func (fsys *FS) showCsums(t *txn.Txn) error {
 		return err
 	}
 	fsys.csumRoot = ct.Root()
-	if rd, ok := any(t).(txnDataSource); ok {
-		if cur, ok := fsys.data.(*txnDataReader); !ok || cur.t != rd {
-			base := fsys.data
-			if ok {
-				base = cur.base
-			}
-			fsys.data = &txnDataReader{base: base, t: rd}
+	if cur, ok := fsys.data.(*txnDataReader); !ok || cur.t != t {
+		base := fsys.data
+		if ok {
+			base = cur.base
 		}
+		fsys.data = &txnDataReader{base: base, t: t}
 	}
 	return nil
 }
@@ -66,21 +64,12 @@ func (fsys *FS) showCommittedCsums() {
 	}
 }
 
-// txnDataSource is what a transaction must offer for data in chunks it
-// added to be readable before Commit: the read side's chunk map only
-// learns them when Commit reopens it. internal/txn does not offer it yet
-// (see the report of task H); until it does, such reads fail with
-// chunk.ErrNotMapped.
-type txnDataSource interface {
-	ReadData(addr disk.LogicalAddr, p []byte) error
-}
-
-// txnDataReader is the read side's data reader while a transaction that
-// offers txnDataSource runs: addresses the committed chunk map does not
-// know are read through the transaction (one copy, verified once).
+// txnDataReader is the read side's data reader while a transaction runs:
+// addresses the committed chunk map does not know (chunks the transaction
+// added) are read through the transaction (one copy, verified once).
 type txnDataReader struct {
 	base logicalReader
-	t    txnDataSource
+	t    *txn.Txn
 }
 
 // ReadLogical implements logicalReader.

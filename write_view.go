@@ -109,6 +109,9 @@ func (fsys *FS) showCommitted() {
 	}
 	fsys.blocks = fsys.br
 	fsys.top, fsys.rootTree, fsys.csumRoot = cv.top, cv.rootTree, cv.csumRoot
+	if cur, ok := fsys.data.(*txnDataReader); ok {
+		fsys.data = cur.base
+	}
 	fsys.mu.Lock()
 	clear(fsys.subvols)
 	fsys.subvols[cv.top.id] = cv.top

@@ -50,6 +50,10 @@ type Txn struct {
 	// data is the data-extent bookkeeping (data.go): reservations and the
 	// reference changes Commit applies to the extent tree.
 	data dataState
+
+	// incompat holds superblock incompat bits Commit adds (SetIncompat);
+	// protected by mu.
+	incompat uint64
 }
 
 // Begin starts a transaction with generation super generation + 1.

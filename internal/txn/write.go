@@ -52,6 +52,7 @@ func (t *Txn) newSuper() (disk.Superblock, error) {
 		return sb, fmt.Errorf("txn: root tree root generation %d, transaction %d", rr.Generation, t.gen)
 	}
 	sb.Generation = t.gen
+	sb.IncompatFlags |= t.incompat
 	sb.Root, sb.RootLevel = rr.Addr, uint8(rr.Level)
 	if tr := t.trees[disk.ChunkTreeObjectID]; tr != nil {
 		cr := tr.Root()
