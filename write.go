@@ -52,6 +52,9 @@ func OpenWritable(path string, opts *Options) (*FS, error) {
 	if opts != nil {
 		o = *opts
 	}
+	if _, err := compressionOf(o.Compress); err != nil {
+		return nil, err
+	}
 	tfs, err := txn.Open(append([]string{path}, o.Devices...))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
