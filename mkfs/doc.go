@@ -1,7 +1,14 @@
-// Package mkfs creates a new, empty btrfs filesystem on one device: the
-// equivalent of a fresh `mkfs.btrfs` (btrfs-progs 6.2) with the same
-// options, built from nothing with the project's own encoders and the
-// copy-on-write engine of internal/ctree.
+// Package mkfs creates a new btrfs filesystem on one device and fills it.
+// Format writes an empty filesystem: the equivalent of a fresh
+// `mkfs.btrfs` (btrfs-progs 6.2) with the same options, built from nothing
+// with the project's own encoders and the copy-on-write engine of
+// internal/ctree. Build formats and then fills the filesystem from a
+// Source (a host directory, OpenDir, or a tar stream, NewTarSource)
+// through the btrfs.FS write API — the one write path every change takes —
+// committing every CommitBytes or CommitEntries, optionally making
+// subvolumes of chosen directories, shrinking the result to its last used
+// byte, and, when reproducible, deriving every UUID from a hash of the
+// input and stamping every time from a fixed clock (docs/design/0007).
 //
 // # What it writes
 //
@@ -47,7 +54,11 @@
 //
 // # What it must never do
 //
-// It never writes outside [0, Size) of the device apart from zeroing
+// Build never writes an entry the input does not describe, never follows
+// a symlink of the input, and never stores what it cannot represent (a
+// name over 255 bytes, a symlink target too long for the node size): it
+// stops with ErrInput naming the path, before writing anything when the
+// input can be read twice (PrePass). Format never writes outside [0, Size) of the device apart from zeroing
 // stale superblock copies past Size, never puts a tree block where a
 // superblock copy lives, and never creates features it
 // cannot build consistently (mixed block groups, RAID profiles, zoned,
