@@ -39,6 +39,17 @@
 // EXTENT_ITEMs with EXTENT_DATA_REFs (freeing extents whose count reaches
 // zero, with their checksums), and AddCsums/DeleteCsums edit the csum
 // tree directly. The EXTENT_DATA items themselves are the caller's.
+// ReadData reads through the transaction's chunk map (which knows the
+// chunks it added); SetIncompat adds superblock feature bits at Commit.
+//
+// # New trees and shrinking
+//
+// CreateTree makes an empty tree with its ROOT_ITEM (a new subvolume);
+// RootItem and OpenedTrees let the filesystem layer find subvolumes and
+// show the trees a transaction changed. Shrink (shrink.go), the last
+// change of a transaction, removes empty chunks at the end of a single
+// device and cuts the last one to its last used byte, so the caller can
+// truncate the image after the commit.
 //
 // # What it must never do
 //
