@@ -1,8 +1,9 @@
 // Package btrfs reads btrfs filesystems from image files and block devices,
 // in pure Go, as the Linux kernel would show them, and (OpenWritable)
-// begins to change them: directories, empty files, modes, times and xattrs
-// so far, each change in a transaction of internal/txn made durable by
-// Commit.
+// changes them: directories, files and their data, links, special files,
+// renames, modes, owners, times, xattrs and subvolumes, each change inside
+// a transaction of internal/txn that Commit makes durable. This is the one
+// write path: mkfs, the editing commands and (later) FUSE all call it.
 //
 // Open returns an *FS that implements io/fs.FS, fs.ReadDirFS, fs.ReadFileFS,
 // fs.StatFS and fs.ReadLinkFS over the top-level subvolume (id 5), where
@@ -29,12 +30,18 @@
 //	internal/blockdev  devices and cache
 //	internal/chunk     logical -> physical mapping, mirrors, parity
 //	internal/ctree     B-tree: read cursor and the copy-on-write engine
+//	internal/alloc     free space; internal/txn transactions
 //	btrfs              this package: the filesystem
 //
-// A writable FS reads the state of its last Commit: changes not yet
-// committed are not visible through the io/fs methods (docs/design/0005).
+// A writable FS reads every change made so far, committed or not; its
+// reads must not run concurrently with its changes (docs/design/0005).
+// Each change checks everything it can before it changes anything, so the
+// expected errors (*fs.PathError or *os.LinkError wrapping the errno Linux
+// gives) leave no trace; a failure after the first change aborts the
+// transaction and the FS takes no more changes (ErrAborted).
 //
-// This package must never write to a device opened read-only, never trust a
+// This package must never write to a device opened read-only, never write
+// outside a transaction, never trust a
 // length read from disk before checking it against what contains it, and
 // never panic on anything read from disk.
 package btrfs

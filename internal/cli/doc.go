@@ -10,7 +10,13 @@
 //
 // Arguments of the form IMAGE:PATH name a path inside the filesystem in an
 // image file or block device; other devices of a multi-device filesystem
-// are given with -d/--device (repeatable).
+// are given with -d/--device (repeatable; --device only for the editing
+// commands, where -d means other things).
+//
+// The editing commands (edit.go, editcmds*.go) are "words": each is one
+// implementation shared by its top-level command, which opens the image,
+// runs the word and commits once, and by `gobtrfs edit` scripts, which run
+// many words in one open and commit at `commit` lines (docs/commands-edit.md).
 //
 // This package must never hold global state: Main builds a fresh command
 // tree for every call, so tests run commands in parallel.
