@@ -94,7 +94,13 @@ type fsDirEntry struct {
 func (d *fsDirEntry) Name() string { return d.e.name }
 func (d *fsDirEntry) IsDir() bool  { return d.e.typ.Base() == disk.FtDir }
 func (d *fsDirEntry) Type() fs.FileMode {
-	return fileMode(d.e.typ.Base().Mode()).Type()
+	mode := d.e.typ.Base().Mode()
+	if mode == 0 {
+		// An unknown entry type: all that is known is that it is not a
+		// regular file.
+		return fs.ModeIrregular
+	}
+	return FileModeOf(mode).Type()
 }
 func (d *fsDirEntry) Info() (fs.FileInfo, error) {
 	in, err := d.fsys.resolveEntry(d.dir, d.e)

@@ -34,38 +34,6 @@ func (fsys *FS) loadInode(sv *subvol, ino disk.ObjectID) (*inode, error) {
 func (in *inode) isDir() bool     { return in.item.IsDir() }
 func (in *inode) isSymlink() bool { return in.item.IsSymlink() }
 
-// fileMode converts a Linux mode to an fs.FileMode.
-func fileMode(mode uint32) fs.FileMode {
-	m := fs.FileMode(mode & 0o777)
-	switch mode & disk.ModeTypeMask {
-	case disk.ModeDir:
-		m |= fs.ModeDir
-	case disk.ModeSymlink:
-		m |= fs.ModeSymlink
-	case disk.ModeFIFO:
-		m |= fs.ModeNamedPipe
-	case disk.ModeSocket:
-		m |= fs.ModeSocket
-	case disk.ModeCharDev:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case disk.ModeBlockDev:
-		m |= fs.ModeDevice
-	case disk.ModeRegular:
-	default:
-		m |= fs.ModeIrregular
-	}
-	if mode&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if mode&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if mode&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
-
 // Stat is what FileInfo.Sys returns: the inode as btrfs stores it.
 type Stat struct {
 	// Subvolume is the id of the subvolume tree holding the inode; with
@@ -110,7 +78,7 @@ type fileInfo struct {
 
 func (fi *fileInfo) Name() string       { return fi.name }
 func (fi *fileInfo) Size() int64        { return int64(fi.in.item.Size) }
-func (fi *fileInfo) Mode() fs.FileMode  { return fileMode(fi.in.item.Mode) }
+func (fi *fileInfo) Mode() fs.FileMode  { return FileModeOf(fi.in.item.Mode) }
 func (fi *fileInfo) ModTime() time.Time { return fi.in.item.MTime.Time() }
 func (fi *fileInfo) IsDir() bool        { return fi.in.isDir() }
 func (fi *fileInfo) Sys() any           { return fi.in.stat() }

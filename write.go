@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/txn"
@@ -45,38 +46,11 @@ type writer struct {
 // see every change made so far, committed or not. Reads must not run
 // concurrently with changes or Commit (a change swaps the roots reads
 // start from), and views made by Subvolume before a Commit stop working
-// after it (Commit reopens the read side). Only the top-level subvolume
-// (id 5) can be changed. opts may be nil.
+// after it (Commit reopens the read side). Paths reach into nested
+// subvolumes; read-only subvolumes refuse changes (EROFS). opts may be
+// nil.
 func OpenWritable(path string, opts *Options) (*FS, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if _, err := compressionOf(o.Compress); err != nil {
-		return nil, err
-	}
-	tfs, err := txn.Open(append([]string{path}, o.Devices...))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	fsys, err := Open(path, &o)
-	if err != nil {
-		tfs.Close()
-		return nil, err
-	}
-	w := &writer{path: path, opts: o, tfs: tfs}
-	w.close = func() error {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.t != nil {
-			w.t.Abort()
-			w.t = nil
-		}
-		return w.tfs.Close()
-	}
-	fsys.w = w
-	fsys.closers = append(fsys.closers, w.close)
-	return fsys, nil
+	return openWritableWith(path, opts, blockdev.ScanOptions{})
 }
 
 // Commit makes every change since the last Commit durable as one btrfs
@@ -112,6 +86,13 @@ func (fsys *FS) Commit() error {
 func (fsys *FS) reload() error {
 	nf, err := Open(fsys.w.path, &fsys.w.opts)
 	if err != nil {
+		// The commit is durable, but the read side cannot follow it:
+		// take no more changes rather than read a stale picture.
+		fsys.w.dead = err
+		fsys.blocks = fsys.br
+		if cur, ok := fsys.data.(*txnDataReader); ok {
+			fsys.data = cur.base
+		}
 		return fmt.Errorf("reopen after commit: %w", err)
 	}
 	old := fsys.volume
@@ -160,9 +141,6 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	}
 	c := &wctx{tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
 	started, err := fn(c)
-	if started && namesGone[op] {
-		clear(w.cache.dirs)
-	}
 	if started && err == nil {
 		err = fsys.showTxn(w.t)
 	}

@@ -68,6 +68,8 @@ func cloneRange(sin, din *winode, srcOff, dstOff, length, ss uint64) (uint64, er
 	switch {
 	case srcOff+length < srcOff || dstOff+length < dstOff || srcOff+length > ssize:
 		return 0, syscall.EINVAL
+	case dstOff+length > maxFileSize:
+		return 0, syscall.EFBIG
 	case srcOff%ss != 0 || dstOff%ss != 0:
 		return 0, syscall.EINVAL
 	case length%ss != 0 && (srcOff+length != ssize || dstOff+length < din.item.Size):
@@ -79,6 +81,10 @@ func cloneRange(sin, din *winode, srcOff, dstOff, length, ss uint64) (uint64, er
 	}
 	return length, nil
 }
+
+// maxFileSize is the largest file size Linux allows (MAX_LFS_FILESIZE):
+// sizes are signed 64-bit in the VFS.
+const maxFileSize = 1<<63 - 1
 
 // clone shares [srcOff, srcOff+n) of sin at dstOff of din.
 func (c *wctx) clone(fsys *FS, t *txn.Txn, sin, din *winode, srcOff, dstOff, n uint64) error {

@@ -98,6 +98,9 @@ func (r *txnDataReader) ReadBlock(p []byte, logical disk.LogicalAddr, verify fun
 // EISDIR.
 func (fsys *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 	return fsys.dataChange("writefile", name, func(c *wctx, t *txn.Txn) (bool, error) {
+		if err := c.checkDataSpace(fsys, t, uint64(len(data))); err != nil {
+			return false, err
+		}
 		in, created, err := c.openOrCreate(name, perm)
 		if err != nil {
 			return created, err
@@ -148,7 +151,7 @@ func (c *wctx) openOrCreate(name string, perm fs.FileMode) (*winode, bool, error
 	if err != nil {
 		return nil, false, err
 	}
-	if err := c.link(parent, base, ino, index, disk.ModeRegular|linuxPerm(perm)); err != nil {
+	if err := c.link(parent, base, ino, index, disk.ModeRegular|UnixMode(perm)&0o7777); err != nil {
 		return nil, true, err
 	}
 	in, err := c.inode(ino)
@@ -214,6 +217,9 @@ func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
 			err = mayChange(in, off)
 		}
 		if err != nil || len(p) == 0 {
+			return false, err
+		}
+		if err := c.checkDataSpace(fsys, t, uint64(len(p))); err != nil {
 			return false, err
 		}
 		if err := c.write(fsys, t, in, p, uint64(off)); err != nil {
@@ -355,7 +361,7 @@ func (c *wctx) uninline(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy) error 
 		return err
 	}
 	buf := make([]byte, pol.ss)
-	n := min(first[0].length, pol.ss)
+	n := min(first[0].length, in.item.Size, pol.ss) // never bytes past the end of the file
 	if err := c.readExtents(fsys, in, first, 0, buf[:n]); err != nil {
 		return err
 	}
@@ -506,7 +512,11 @@ func (c *wctx) readExtents(fsys *FS, in *winode, exts []extent, off uint64, dst 
 		return err
 	}
 	clear(dst)
-	rin := &inode{sv: fsys.top, ino: in.ino, item: in.item}
+	sv, err := fsys.subvolume(in.tr.Owner())
+	if err != nil {
+		return err
+	}
+	rin := &inode{sv: sv, ino: in.ino, item: in.item}
 	end := off + uint64(len(dst))
 	for i := range exts {
 		e := &exts[i]

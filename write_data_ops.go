@@ -27,18 +27,23 @@ func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
 	ss := int64(fsys.sb.SectorSize)
-	buf := make([]byte, writeFromBatch)
+	// The buffer starts small and doubles while the reader fills it, so
+	// small files cost little and large ones stream in full batches.
+	buf := make([]byte, min(64<<10, writeFromBatch))
 	var total int64
 	for {
 		// The first batch ends on a sector boundary, so later ones start
 		// on one and need no read-modify-write.
-		n := writeFromBatch - int((off+total)%ss)
+		n := len(buf) - int((off+total)%ss)
 		k, rerr := io.ReadFull(r, buf[:n])
 		if k > 0 {
 			if _, err := fsys.WriteAt(name, buf[:k], off+total); err != nil {
 				return total, err
 			}
 			total += int64(k)
+		}
+		if k == n && len(buf) < writeFromBatch {
+			buf = make([]byte, min(2*len(buf), writeFromBatch))
 		}
 		switch {
 		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
@@ -241,6 +246,14 @@ func (fsys *FS) Fallocate(name string, off, length int64, keepSize bool) error {
 		in, err := c.resolveRegular(name)
 		if err == nil {
 			err = mayChange(in, int64(in.item.Size)) // allocating changes no data
+		}
+		if err != nil {
+			return false, err
+		}
+		ss := uint64(fsys.sb.SectorSize)
+		need, err := c.holeBytes(in.ino, roundDownTo(uint64(off), ss), roundUpTo(uint64(off+length), ss))
+		if err == nil {
+			err = c.checkDataSpace(fsys, t, need)
 		}
 		if err != nil {
 			return false, err

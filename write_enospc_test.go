@@ -92,3 +92,46 @@ func TestWriteNoSpace(t *testing.T) {
 		t.Errorf("kernel sees %d files, %d were committed", len(ents), committed)
 	}
 }
+
+// TestWriteDataNoSpace asks for more data space than a small image has:
+// the request is refused with ENOSPC before anything changes, and the FS
+// keeps working (the transaction is not aborted).
+func TestWriteDataNoSpace(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20})
+	fsys, err := btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	if err := fsys.WriteFile("a", []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Fallocate("a", 0, 1<<40, false); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("fallocate 1 TiB: %v, want ENOSPC", err)
+	}
+	if err := fsys.WriteFile("big", make([]byte, 200<<20), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("write 200 MiB: %v, want ENOSPC", err)
+	}
+	if _, err := fsys.WriteAt("a", make([]byte, 200<<20), 4096); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("write 200 MiB at 4096: %v, want ENOSPC", err)
+	}
+	// Still working: a reasonable write and a commit.
+	if err := fsys.WriteFile("small", []byte("fits"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	fsys.Close()
+	btrfstest.Check(t, []string{img}, true)
+	dir := btrfstest.Mount(t, "ro", img)
+	for name, want := range map[string]string{"a": "kept", "small": "fits"} {
+		if b, err := os.ReadFile(dir + "/" + name); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v", name, b, err)
+		}
+	}
+	if _, err := os.Stat(dir + "/big"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("big exists after ENOSPC: %v", err)
+	}
+}

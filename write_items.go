@@ -261,8 +261,8 @@ type txCache struct {
 	ino   map[disk.ObjectID]disk.ObjectID
 	index map[dirKey]uint64
 	// dirs maps a directory and a name in it to the directory that name
-	// holds. Operations that take names away or move them (namesGone)
-	// empty it.
+	// holds. dropName, which every removal and move of a name goes
+	// through, empties it.
 	dirs map[dirEntKey]dirKey
 }
 
@@ -276,10 +276,6 @@ func newTxCache() *txCache {
 	return &txCache{ino: map[disk.ObjectID]disk.ObjectID{}, index: map[dirKey]uint64{},
 		dirs: map[dirEntKey]dirKey{}}
 }
-
-// namesGone lists the operations after which txCache.dirs may be wrong:
-// they remove or move directory entries.
-var namesGone = map[string]bool{"remove": true, "removeall": true, "rename": true}
 
 // addHashed adds entry to the hashed item key (DIR_ITEM or XATTR_ITEM),
 // growing the item when names collide.

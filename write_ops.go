@@ -13,29 +13,13 @@ import (
 // and sticky bits of perm), owned by root. The parent must exist: EEXIST,
 // ENOENT, ENOTDIR and ENAMETOOLONG come as *fs.PathError and change nothing.
 func (fsys *FS) Mkdir(name string, perm fs.FileMode) error {
-	return fsys.create("mkdir", name, disk.ModeDir|linuxPerm(perm))
+	return fsys.create("mkdir", name, disk.ModeDir|UnixMode(perm)&0o7777)
 }
 
 // CreateEmpty makes an empty regular file name with permission bits perm,
 // owned by root. Errors as for Mkdir.
 func (fsys *FS) CreateEmpty(name string, perm fs.FileMode) error {
-	return fsys.create("create", name, disk.ModeRegular|linuxPerm(perm))
-}
-
-// linuxPerm converts the permission, set-id and sticky bits of an
-// fs.FileMode to Linux mode bits.
-func linuxPerm(m fs.FileMode) uint32 {
-	mode := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= disk.ModeSetUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= disk.ModeSetGID
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= disk.ModeSticky
-	}
-	return mode
+	return fsys.create("create", name, disk.ModeRegular|UnixMode(perm)&0o7777)
 }
 
 // create adds a new inode of mode (a directory or an empty file) under
@@ -128,7 +112,7 @@ func (fsys *FS) Chmod(name string, mode fs.FileMode) error {
 		if err != nil {
 			return false, err
 		}
-		in.item.Mode = in.item.Mode&disk.ModeTypeMask | linuxPerm(mode)
+		in.item.Mode = in.item.Mode&disk.ModeTypeMask | UnixMode(mode)&0o7777
 		c.touch(in, c.now(), false)
 		return true, c.putInode(in)
 	})

@@ -134,6 +134,8 @@ func (c *wctx) unlink(parent, in *winode, base string, ref backref, now time.Tim
 // entry, the DIR_INDEX item, the back-reference ref, and the name from
 // the parent's size. The inode the name points at is left as it is.
 func (c *wctx) dropName(parent *winode, base string, ref backref) error {
+	// Every path resolved through this name is now wrong.
+	clear(c.cache.dirs)
 	name := []byte(base)
 	dk := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
 	if err := c.removeHashed(dk, name); err != nil {

@@ -10,14 +10,13 @@ import (
 // small as it can be without moving anything: empty chunks at the end of
 // the device go, the last chunk is cut to its last used byte, and the
 // device and superblock sizes follow (like `mkfs.btrfs --shrink`). An
-// image file is truncated to the new size. It returns the new size in
-// bytes. Single-device filesystems only; the image is then full, so the
-// kernel needs `btrfs filesystem resize` on a larger file before it can
-// write much.
+// image file is truncated to the new size; on a block device the
+// superblock mirrors past the new end are left as they were (the kernel
+// only reads mirrors inside total_bytes). It returns the new size in
+// bytes. Single-device filesystems only (ErrUnsupported, before anything
+// is committed); the image is then full, so the kernel needs `btrfs
+// filesystem resize` on a larger file before it can write much.
 func (fsys *FS) Shrink() (int64, error) {
-	if err := fsys.Commit(); err != nil {
-		return 0, err
-	}
 	w, err := fsys.writable("shrink", ".")
 	if err != nil {
 		return 0, err
@@ -25,30 +24,54 @@ func (fsys *FS) Shrink() (int64, error) {
 	if len(w.opts.Devices) > 0 {
 		return 0, &fs.PathError{Op: "shrink", Path: w.path, Err: fmt.Errorf("%w: more than one device", ErrUnsupported)}
 	}
-	var size uint64
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	size, err := fsys.shrinkLocked(w)
+	if err != nil {
+		if w.dead == nil {
+			_ = fsys.reload() // show what the first commit made durable
+		}
+		return 0, err
+	}
+	var terr error
+	if fi, err := os.Stat(w.path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
+		terr = os.Truncate(w.path, int64(size))
+	}
+	if err := fsys.reload(); err != nil {
+		return 0, err
+	}
+	return int64(size), terr
+}
+
+// shrinkLocked commits the running transaction, then shrinks in a
+// transaction of its own, with w.mu held throughout so no change slips in
+// between.
+func (fsys *FS) shrinkLocked(w *writer) (uint64, error) {
 	if w.dead != nil {
-		w.mu.Unlock()
 		return 0, ErrAborted
 	}
-	t, err := w.tfs.Begin()
-	if err == nil {
-		if size, err = t.Shrink(); err == nil {
-			err = t.Commit()
-		} else {
-			t.Abort()
+	if w.t != nil {
+		t := w.t
+		w.t = nil
+		if err := t.Commit(); err != nil {
+			w.dead = err
+			fsys.showCommitted()
+			return 0, fmt.Errorf("%s: %w", w.path, err)
 		}
+		w.committed = nil
 	}
+	t, err := w.tfs.Begin()
 	if err != nil {
-		w.dead = err
-		w.mu.Unlock()
 		return 0, &fs.PathError{Op: "shrink", Path: w.path, Err: err}
 	}
-	w.mu.Unlock()
-	if fi, err := os.Stat(w.path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
-		if err := os.Truncate(w.path, int64(size)); err != nil {
-			return 0, err
-		}
+	size, err := t.Shrink()
+	if err != nil {
+		t.Abort()
+		return 0, &fs.PathError{Op: "shrink", Path: w.path, Err: err}
 	}
-	return int64(size), fsys.reload()
+	if err := t.Commit(); err != nil {
+		w.dead = err
+		return 0, &fs.PathError{Op: "shrink", Path: w.path, Err: err}
+	}
+	return size, nil
 }

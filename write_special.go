@@ -90,22 +90,13 @@ func (fsys *FS) Mknod(name string, mode fs.FileMode, dev uint64) error {
 // nodeMode converts the mode and device number of Mknod to the Linux mode
 // and the rdev stored in the inode.
 func nodeMode(mode fs.FileMode, dev uint64) (uint32, uint64, error) {
-	var typ uint32
-	device := false
-	switch mode & fs.ModeType {
-	case fs.ModeNamedPipe:
-		typ = disk.ModeFIFO
-	case fs.ModeSocket:
-		typ = disk.ModeSocket
-	case fs.ModeDevice:
-		typ, device = disk.ModeBlockDev, true
-	case fs.ModeDevice | fs.ModeCharDevice:
-		typ, device = disk.ModeCharDev, true
+	m := UnixMode(mode)
+	switch m & disk.ModeTypeMask {
+	case disk.ModeFIFO, disk.ModeSocket:
+		return m, 0, nil
+	case disk.ModeBlockDev, disk.ModeCharDev:
 	default:
 		return 0, 0, syscall.EINVAL
-	}
-	if !device {
-		return typ | linuxPerm(mode), 0, nil
 	}
 	// The user-space dev_t: minor bits 0-7 and 20-31 (and 44-63), major
 	// bits 8-19 (and 32-43).
@@ -114,5 +105,5 @@ func nodeMode(mode fs.FileMode, dev uint64) (uint32, uint64, error) {
 	if major > 0xfff || minor > 0xfffff {
 		return 0, 0, syscall.EINVAL
 	}
-	return typ | linuxPerm(mode), disk.MakeRdev(major, minor), nil
+	return m, disk.MakeRdev(major, minor), nil
 }

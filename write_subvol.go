@@ -25,8 +25,8 @@ type SubvolumeOptions struct {
 
 // CreateSubvolume makes an empty subvolume called name (like `btrfs
 // subvolume create`) and returns its id. Its root directory is inode 256,
-// mode 0755, owned by root. The parent must be a directory of the
-// top-level subvolume; EEXIST, ENOENT, ENOTDIR and ENAMETOOLONG come as
+// mode 0755, owned by root. The parent may be a directory of any
+// subvolume; EEXIST, ENOENT, ENOTDIR and ENAMETOOLONG come as
 // *fs.PathError and change nothing. opts may be nil.
 func (fsys *FS) CreateSubvolume(name string, opts *SubvolumeOptions) (uint64, error) {
 	var o SubvolumeOptions

@@ -9,6 +9,9 @@
 // subvolumes of chosen directories, shrinking the result to its last used
 // byte, and, when reproducible, deriving every UUID from a hash of the
 // input and stamping every time from a fixed clock (docs/design/0007).
+// CopyInto runs the same filler against a filesystem that is already open
+// (`gobtrfs cp` into an image), with OpenPath as its source for a host
+// file or tree.
 //
 // # What it writes
 //
@@ -42,7 +45,7 @@
 //     free-space cache), where progs asks for the v1 cache with -1.
 //   - Sizes just under progs' minimum are accepted when the chunks fit.
 //
-// Invariants:
+// Invariants of Format:
 //
 //   - Every tree is a single leaf; the store refuses a second block for
 //     any tree, so a layout that does not fit fails instead of spreading.

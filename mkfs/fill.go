@@ -289,6 +289,7 @@ func hashData(w io.Writer, e *Entry) error {
 // the input named it and the times to give it last.
 type dirState struct {
 	explicit     bool
+	existed      bool // in the filesystem before (CopyInto): times left alone unless explicit
 	atime, mtime time.Time
 }
 
@@ -303,6 +304,9 @@ type filler struct {
 	subvols  map[string]bool // directories to make subvolumes; true until made
 	links    [][2]string     // deferred hardlinks: existing path, new path
 	stats    Stats
+	// copying is set by CopyInto: the tree may exist already (directories
+	// are merged, other files replaced) and nothing is committed.
+	copying bool
 
 	pendingBytes   int64
 	pendingEntries int
@@ -322,6 +326,15 @@ func (f *filler) run(open Opener) error {
 			return err
 		}
 	}
+	if err := f.fill(src); err != nil {
+		return err
+	}
+	f.stats.Commits++
+	return f.fsys.Commit()
+}
+
+// fill applies every entry of src, then the hardlinks and directory times.
+func (f *filler) fill(src Source) error {
 	for {
 		e, err := src.Next()
 		if err == io.EOF {
@@ -351,6 +364,9 @@ func (f *filler) run(open Opener) error {
 		}
 	}
 	for _, l := range f.links {
+		if err := f.replace(l[1], KindHardlink); err != nil {
+			return err
+		}
 		if err := f.fsys.Link(l[0], l[1]); err != nil {
 			return err
 		}
@@ -358,15 +374,14 @@ func (f *filler) run(open Opener) error {
 			return err
 		}
 	}
-	if err := f.dirTimes(); err != nil {
-		return err
-	}
-	f.stats.Commits++
-	return f.fsys.Commit()
+	return f.dirTimes()
 }
 
 // maybeCommit counts work and commits once a threshold is reached.
 func (f *filler) maybeCommit(entries int, bytes int64) error {
+	if f.copying {
+		return nil
+	}
 	f.pendingEntries += entries
 	f.pendingBytes += bytes
 	maxEntries := f.opts.CommitEntries
@@ -398,6 +413,9 @@ func (f *filler) dirTimes() error {
 	sort.Strings(paths)
 	for _, p := range paths {
 		d := f.dirs[p]
+		if d.existed && !d.explicit {
+			continue
+		}
 		if err := f.fsys.Chtimes(p, d.atime, d.mtime); err != nil {
 			return err
 		}
@@ -459,6 +477,10 @@ func (f *filler) parents(p string) error {
 		return err
 	}
 	if err := f.mkdir(dir, 0o755); err != nil {
+		if f.copying && f.isDir(dir) {
+			f.dirs[dir] = &dirState{existed: true}
+			return nil
+		}
 		if errors.Is(err, fs.ErrExist) {
 			return inputErr(p, "parent %q is not a directory", dir)
 		}

@@ -1,6 +1,7 @@
 package mkfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,22 +21,6 @@ func writeOptions(o *BuildOptions, now func() time.Time) *btrfs.Options {
 	return bo
 }
 
-// fileMode converts Linux permission, set-id and sticky bits to an
-// fs.FileMode.
-func fileMode(perm uint32) fs.FileMode {
-	m := fs.FileMode(perm & 0o777)
-	if perm&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if perm&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if perm&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
-
 // apply creates one entry (hardlinks are remembered for later) and sets
 // its attributes.
 func (f *filler) apply(e *Entry) error {
@@ -48,6 +33,9 @@ func (f *filler) apply(e *Entry) error {
 	}
 	if _, isDir := f.dirs[p]; isDir {
 		return inputErr(p, "a %s where a directory was made before", e.Kind)
+	}
+	if err := f.replace(p, e.Kind); err != nil {
+		return err
 	}
 	var err error
 	switch e.Kind {
@@ -78,10 +66,13 @@ func (f *filler) applyDir(e *Entry) error {
 		if err := f.parents(p); err != nil {
 			return err
 		}
-		if err := f.mkdir(p, 0o700); err != nil {
-			return err
-		}
 		d = &dirState{}
+		if err := f.mkdir(p, 0o700); err != nil {
+			if !f.copying || !errors.Is(err, fs.ErrExist) || !f.isDir(p) {
+				return err
+			}
+			d.existed = true
+		}
 		f.dirs[p] = d
 	}
 	d.explicit = true
@@ -157,21 +148,11 @@ func (f *filler) writePiece(p string, r io.Reader, off, want int64) (int64, erro
 
 // mknod makes a fifo, socket or device node.
 func (f *filler) mknod(e *Entry) error {
-	mode := fs.FileMode(0o600)
 	var dev uint64
-	switch e.Kind {
-	case KindFifo:
-		mode |= fs.ModeNamedPipe
-	case KindSocket:
-		mode |= fs.ModeSocket
-	case KindCharDev:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-		dev = mkdev(e.DevMajor, e.DevMinor)
-	case KindBlockDev:
-		mode |= fs.ModeDevice
+	if e.Kind == KindCharDev || e.Kind == KindBlockDev {
 		dev = mkdev(e.DevMajor, e.DevMinor)
 	}
-	return f.fsys.Mknod(e.Path, mode, dev)
+	return f.fsys.Mknod(e.Path, btrfs.FileModeOf(nodeTypes[e.Kind]|0o600), dev)
 }
 
 // attrs sets owner, mode, xattrs and (for non-directories) times, in the
@@ -193,7 +174,7 @@ func (f *filler) attrs(e *Entry) error {
 		if f.chmod != nil {
 			perm = f.chmod(e.Kind, perm) & 0o7777
 		}
-		if err := f.fsys.Chmod(p, fileMode(perm)); err != nil {
+		if err := f.fsys.Chmod(p, btrfs.FileModeOf(perm)); err != nil {
 			return err
 		}
 	}

@@ -27,4 +27,8 @@ var subcommands = []func() *cobra.Command{
 	newTouchCommand,
 	newSetfattrCommand,
 	newGetfattrCommand,
+	newCpCommand,
+	newWriteCommand,
+	newTruncateCommand,
+	newFallocateCommand,
 }

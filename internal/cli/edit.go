@@ -32,6 +32,7 @@ type word struct {
 var editWords = []*word{
 	&mkdirWord, &rmdirWord, &rmWord, &mvWord, &lnWord, &mknodWord,
 	&chmodWord, &chownWord, &touchWord, &setfattrWord, &getfattrWord,
+	&cpWord, &writeWord, &truncateWord, &fallocateWord,
 }
 
 func findWord(name string) *word {

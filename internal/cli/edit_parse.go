@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/modespec"
 )
 
 // splitLine splits one script line into words the way a POSIX shell
@@ -243,159 +246,25 @@ func cleanFSPath(p string) string {
 	return p
 }
 
-// modeSpec is a parsed chmod mode: an octal number or a list of symbolic
-// clauses ([ugoa]*[-+=][rwxXst]*|[ugo], comma-separated).
-type modeSpec struct {
-	octal   bool
-	val     uint32 // the octal mode
-	digits  int    // how many digits it had
-	clauses []modeClause
-}
+// modeSpec is a parsed chmod mode; the parsing and the chmod(1) meaning
+// live in internal/modespec, shared with mkfs --chmod.
+type modeSpec struct{ modespec.Mode }
 
-type modeClause struct {
-	who     uint32 // the bits the clause may touch
-	actions []modeAction
-}
-
-type modeAction struct {
-	op    byte   // '+', '-' or '='
-	perm  string // letters from rwxXst
-	copyf byte   // 'u', 'g' or 'o': copy that class's bits instead
-}
-
-// Bits each class letter owns, with its set-id or sticky bit.
-var whoBits = map[byte]uint32{'u': 0o4700, 'g': 0o2070, 'o': 0o1007, 'a': 0o7777}
-
-// parseMode parses a chmod mode. Unlike chmod(1) no umask applies: a
-// clause without u, g, o or a acts on all classes, so "+w" is "a+w".
+// parseMode parses a chmod mode (see package modespec: no umask applies,
+// so "+w" is "a+w"), reporting a bad one as a usage error.
 func parseMode(s string) (modeSpec, error) {
-	if s != "" && strings.Trim(s, "01234567") == "" {
-		v, err := strconv.ParseUint(s, 8, 32)
-		if err != nil || v > 0o7777 {
-			return modeSpec{}, usagef("invalid mode %q", s)
-		}
-		return modeSpec{octal: true, val: uint32(v), digits: len(s)}, nil
+	m, err := modespec.Parse(s)
+	if err != nil {
+		return modeSpec{}, usagef("invalid mode %q", s)
 	}
-	var m modeSpec
-	for _, part := range strings.Split(s, ",") {
-		c, err := parseModeClause(part)
-		if err != nil {
-			return modeSpec{}, usagef("invalid mode %q", s)
-		}
-		m.clauses = append(m.clauses, c)
-	}
-	return m, nil
+	return modeSpec{m}, nil
 }
 
-func parseModeClause(s string) (modeClause, error) {
-	var c modeClause
-	i := 0
-	for ; i < len(s) && strings.IndexByte("ugoa", s[i]) >= 0; i++ {
-		c.who |= whoBits[s[i]]
-	}
-	if c.who == 0 {
-		c.who = whoBits['a']
-	}
-	if i == len(s) {
-		return c, errors.New("no operator")
-	}
-	for i < len(s) {
-		op := s[i]
-		if op != '+' && op != '-' && op != '=' {
-			return c, errors.New("bad operator")
-		}
-		i++
-		a := modeAction{op: op}
-		if i < len(s) && strings.IndexByte("ugo", s[i]) >= 0 {
-			a.copyf = s[i]
-			i++
-		} else {
-			j := i
-			for ; j < len(s) && strings.IndexByte("rwxXst", s[j]) >= 0; j++ {
-			}
-			a.perm, i = s[i:j], j
-		}
-		c.actions = append(c.actions, a)
-	}
-	return c, nil
-}
-
-// apply returns the permission bits (07777) that the mode gives a file
-// with bits old; isDir matters for X. As chmod(1) does, a directory keeps
-// its set-id bits unless the mode names them: an octal mode of up to four
-// digits only sets them ("00755" clears them), and "=" leaves them alone
-// unless it lists s.
+// apply returns the mode m gives a file with permission bits old (07777),
+// as the fs.FileMode btrfs.FS.Chmod takes; isDir matters for X and the
+// set-id bits directories keep.
 func (m modeSpec) apply(old uint32, isDir bool) fs.FileMode {
-	if m.octal {
-		if isDir && m.digits <= 4 {
-			return permToFileMode(m.val | old&0o6000)
-		}
-		return permToFileMode(m.val)
-	}
-	cur := old & 0o7777
-	for _, c := range m.clauses {
-		for _, a := range c.actions {
-			bits := a.bits(cur, isDir) & c.who
-			switch a.op {
-			case '+':
-				cur |= bits
-			case '-':
-				cur &^= bits
-			case '=':
-				kept := uint32(0)
-				if isDir {
-					kept = cur & c.who & 0o6000
-				}
-				cur = cur&^c.who | bits | kept
-			}
-		}
-	}
-	return permToFileMode(cur)
-}
-
-// bits is what one action adds, removes or sets, before the class mask.
-func (a modeAction) bits(cur uint32, isDir bool) uint32 {
-	if a.copyf != 0 {
-		shift := map[byte]uint{'u': 6, 'g': 3, 'o': 0}[a.copyf]
-		rwx := cur >> shift & 7
-		return rwx<<6 | rwx<<3 | rwx
-	}
-	var b uint32
-	for _, l := range []byte(a.perm) {
-		switch l {
-		case 'r':
-			b |= 0o444
-		case 'w':
-			b |= 0o222
-		case 'x':
-			b |= 0o111
-		case 'X':
-			if isDir || cur&0o111 != 0 {
-				b |= 0o111
-			}
-		case 's':
-			b |= 0o6000
-		case 't':
-			b |= 0o1000
-		}
-	}
-	return b
-}
-
-// permToFileMode converts Linux permission, set-id and sticky bits to an
-// fs.FileMode.
-func permToFileMode(p uint32) fs.FileMode {
-	m := fs.FileMode(p & 0o777)
-	if p&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if p&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if p&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
+	return btrfs.FileModeOf(m.Apply(old, isDir))
 }
 
 // dateLayouts are the forms touch -d takes besides RFC 3339 and

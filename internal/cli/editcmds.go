@@ -158,7 +158,8 @@ var mvWord = word{
 	synopsis: "SRC... DEST",
 	short:    "Move or rename files",
 	long: `Rename SRC to DEST, replacing DEST as rename(2) would. When DEST is an existing
-directory, every SRC moves into it under its own name.`,
+directory or a symbolic link to one, every SRC moves into that directory under
+its own name.`,
 	run: runMv,
 }
 
@@ -171,17 +172,14 @@ func runMv(s *session, a *wordArgs) error {
 		return err
 	}
 	srcs, dest := paths[:len(paths)-1], paths[len(paths)-1]
-	into := false
-	if fi, err := s.fsys.Stat(dest); err == nil && fi.IsDir() {
-		into = true
-	}
+	dir, into := intoDir(s.fsys, dest)
 	if !into && len(srcs) > 1 {
 		return &fs.PathError{Op: "mv", Path: dest, Err: syscall.ENOTDIR}
 	}
 	for _, src := range srcs {
 		to := dest
 		if into {
-			to = pathpkg.Join(dest, pathpkg.Base(src))
+			to = pathpkg.Join(dir, pathpkg.Base(src))
 		}
 		if err := s.fsys.Rename(src, to); err != nil {
 			return err
@@ -196,7 +194,8 @@ var lnWord = word{
 	short:    "Make hard or symbolic links",
 	long: `Make PATH a hard link to the file TARGET (a path in the same image), or with -s
 a symbolic link whose target is the text TARGET, stored as given. When PATH is
-an existing directory, the link goes into it under TARGET's last element.`,
+an existing directory or a symbolic link to one, the link goes into that
+directory under TARGET's last element.`,
 	flags: []flagDef{
 		{name: "s", short: 's', long: "symbolic", help: "make a symbolic link"},
 	},
@@ -219,8 +218,8 @@ func runLn(s *session, a *wordArgs) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := s.fsys.Stat(name); err == nil && fi.IsDir() {
-		name = pathpkg.Join(name, pathpkg.Base(target))
+	if dir, into := intoDir(s.fsys, name); into {
+		name = pathpkg.Join(dir, pathpkg.Base(target))
 	}
 	if a.has("s") {
 		return s.fsys.Symlink(target, name)
@@ -284,6 +283,23 @@ func runMknod(s *session, a *wordArgs) error {
 		return err
 	}
 	return s.fsys.Mknod(p, kind|perm, dev)
+}
+
+// intoDir reports whether mv and ln put their sources into dest, which
+// coreutils does when dest is a directory after following a final
+// symlink, and returns that directory with the symlinks resolved: Rename
+// and Link do not follow symlinks, so "mv a linkToDir" must name the
+// directory itself. A link that cannot be followed (dangling, a loop) is
+// not a directory, so the operation replaces the link.
+func intoDir(fsys *btrfs.FS, dest string) (string, bool) {
+	dir, err := followLinks(fsys, dest)
+	if err != nil {
+		return dest, false
+	}
+	if fi, err := fsys.Lstat(dir); err != nil || !fi.IsDir() {
+		return dest, false
+	}
+	return dir, true
 }
 
 // followLinks resolves a final symlink the way chmod and touch do on

@@ -47,33 +47,18 @@ func runChmod(s *session, a *wordArgs) error {
 		}
 		var old uint32
 		isDir := false
-		if !m.octal {
+		if !m.Octal() {
 			fi, err := s.fsys.Lstat(p)
 			if err != nil {
 				return err
 			}
-			old, isDir = uint32(fileModeToPerm(fi.Mode())), fi.IsDir()
+			old, isDir = btrfs.UnixMode(fi.Mode())&0o7777, fi.IsDir()
 		}
 		if err := s.fsys.Chmod(p, m.apply(old, isDir)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// fileModeToPerm is the inverse of permToFileMode.
-func fileModeToPerm(m fs.FileMode) uint32 {
-	p := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		p |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		p |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		p |= 0o1000
-	}
-	return p
 }
 
 var chownWord = word{

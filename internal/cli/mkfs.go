@@ -42,7 +42,8 @@ every other gobtrfs change uses:
                   device nodes need no root
 
 --chown UID:GID and --chmod SPEC (rsync notation: "D755,F644", "go-w",
-"a+rX") override what the input says. With SOURCE_DATE_EPOCH set, or
+"a+rX", "Fg=u"; each clause means what it does for chmod(1), without a umask)
+override what the input says. With SOURCE_DATE_EPOCH set, or
 --reproducible, the same input and flags give a byte-identical image: UUIDs
 are derived from a hash of the input, times newer than SOURCE_DATE_EPOCH
 are clamped to it, nothing is random.

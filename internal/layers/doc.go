@@ -5,6 +5,7 @@
 // rank. Ranks, bottom up:
 //
 //	0  internal/disk, internal/compress, internal/invariants   format and pure codecs
+//	   internal/modespec                                       chmod(1) modes
 //	1  internal/blockdev                                       devices, cache
 //	2  internal/chunk                                          logical -> physical
 //	3  internal/ctree                                          the B-tree

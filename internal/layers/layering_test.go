@@ -9,7 +9,7 @@ import (
 const module = "github.com/gobtrfs/btrfs"
 
 var rank = map[string]int{
-	"internal/disk": 0, "internal/compress": 0, "internal/invariants": 0,
+	"internal/disk": 0, "internal/compress": 0, "internal/invariants": 0, "internal/modespec": 0,
 	"internal/blockdev": 1,
 	"internal/chunk":    2,
 	"internal/ctree":    3,

@@ -3,6 +3,7 @@ package txn
 import (
 	"fmt"
 
+	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -24,4 +25,46 @@ func (t *Txn) SetIncompat(flags uint64) {
 	t.mu.Lock()
 	t.incompat |= flags
 	t.mu.Unlock()
+}
+
+// DataAvailable is an upper bound of the bytes AllocData can still hand
+// out: the free bytes of the DATA groups plus the unallocated device space
+// new DATA chunks could use (divided by the copies the data profile
+// keeps). The filesystem layer checks a change against it before it
+// changes anything, so that a request that cannot fit is a plain ENOSPC
+// instead of an abort half way through (the kernel reserves space up
+// front for the same reason).
+func (t *Txn) DataAvailable() (uint64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n uint64
+	for _, g := range t.fs.space.Groups() {
+		if g.Flags&disk.BlockGroupData != 0 {
+			n += g.Free.Bytes()
+		}
+	}
+	flags, err := t.chunkFlags(disk.BlockGroupData)
+	if err != nil {
+		return n, nil // no DATA chunk to take a profile from: no growth
+	}
+	p, _ := chunk.ProfileOf(flags)
+	sh, err := shapeOf(p)
+	if err != nil {
+		return n, nil
+	}
+	g, err := t.startGrowth()
+	if err != nil {
+		return 0, err
+	}
+	var unalloc uint64
+	for _, e := range g.free {
+		unalloc += e.Bytes()
+	}
+	copies := uint64(1)
+	if sh.stripes > 1 {
+		copies = uint64(sh.stripes)
+	} else if sh.sub > 1 {
+		copies = uint64(sh.sub)
+	}
+	return n + unalloc/copies, nil
 }
