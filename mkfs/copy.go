@@ -1,6 +1,7 @@
 package mkfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -48,12 +49,18 @@ type CopyOptions struct {
 // Nothing is committed: the caller commits (or drops the changes by
 // closing fsys) so that a whole copy is one transaction.
 func CopyInto(fsys *btrfs.FS, src Source, dest string, opts CopyOptions) error {
+	return CopyIntoContext(context.Background(), fsys, src, dest, opts)
+}
+
+// CopyIntoContext is CopyInto that stops between entries (with ctx's
+// error) once ctx is done; nothing is committed either way.
+func CopyIntoContext(ctx context.Context, fsys *btrfs.FS, src Source, dest string, opts CopyOptions) error {
 	dest = cleanDest(dest)
 	bo := BuildOptions{Progress: opts.Progress}
 	if !opts.KeepOwner {
 		bo.Owner = &Owner{}
 	}
-	f := &filler{fsys: fsys, opts: &bo, nodeSize: int(fsys.Superblock().NodeSize),
+	f := &filler{ctx: ctx, fsys: fsys, opts: &bo, nodeSize: int(fsys.Superblock().NodeSize),
 		dirs: map[string]*dirState{}, now: time.Now(), copying: true}
 	if !opts.KeepMode {
 		umask := opts.Umask

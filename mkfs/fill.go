@@ -1,6 +1,7 @@
 package mkfs
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -104,6 +105,13 @@ type Stats struct {
 // the image untouched; later ones leave an image holding the entries up
 // to the last commit.
 func Build(path string, open Opener, opts BuildOptions) (*Stats, error) {
+	return BuildContext(context.Background(), path, open, opts)
+}
+
+// BuildContext is Build that stops between entries (with ctx's error)
+// once ctx is done; the image then holds the entries up to the last
+// commit.
+func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptions) (*Stats, error) {
 	subvols := map[string]bool{}
 	for _, sv := range opts.Subvolumes {
 		p, err := CleanPath(sv)
@@ -131,7 +139,7 @@ func Build(path string, open Opener, opts BuildOptions) (*Stats, error) {
 	if nodeSize == 0 {
 		nodeSize = max(DefaultNodeSize, opts.Format.SectorSize)
 	}
-	f := &filler{opts: &opts, nodeSize: nodeSize, chmod: chmod, dirs: map[string]*dirState{}, subvols: subvols}
+	f := &filler{ctx: ctx, opts: &opts, nodeSize: nodeSize, chmod: chmod, dirs: map[string]*dirState{}, subvols: subvols}
 	bopts := writeOptions(&opts, func() time.Time { return f.now })
 	var sum *Summary
 	if opts.PrePass {
@@ -295,6 +303,7 @@ type dirState struct {
 
 // filler applies entries to the open filesystem.
 type filler struct {
+	ctx      context.Context // checked between entries
 	fsys     *btrfs.FS
 	opts     *BuildOptions
 	nodeSize int
@@ -336,6 +345,9 @@ func (f *filler) run(open Opener) error {
 // fill applies every entry of src, then the hardlinks and directory times.
 func (f *filler) fill(src Source) error {
 	for {
+		if err := f.ctx.Err(); err != nil {
+			return err
+		}
 		e, err := src.Next()
 		if err == io.EOF {
 			break

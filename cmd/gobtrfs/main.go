@@ -4,11 +4,18 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
 
 	"github.com/gobtrfs/btrfs/internal/cli"
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// Ctrl-C cancels long work (mkfs, cp, extract) between steps, so
+	// what was committed stays consistent.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := cli.MainContext(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

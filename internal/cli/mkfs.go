@@ -96,7 +96,7 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 	bar := newProgress(cmd.ErrOrStderr(), fl.quiet, "mkfs", 0)
 	opts.OnSummary = func(s *mkfs.Summary) { bar.total = s.DataBytes }
 	opts.Progress = bar.add
-	_, err = mkfs.Build(image, open, *opts)
+	_, err = mkfs.BuildContext(cmd.Context(), image, open, *opts)
 	bar.finish()
 	return err
 }
