@@ -324,10 +324,11 @@ type filler struct {
 // run applies every entry, then the hardlinks and directory times, and
 // commits.
 func (f *filler) run(open Opener) error {
-	src, err := open()
+	raw, err := open()
 	if err != nil {
 		return err
 	}
+	src := newPrefetch(raw) // reading the input overlaps with writing
 	defer src.Close()
 	f.dirs["."] = &dirState{atime: f.now, mtime: f.now}
 	if o := f.opts.Owner; o != nil {

@@ -38,12 +38,13 @@ func (f *filler) apply(e *Entry) error {
 		return err
 	}
 	var err error
+	permDone := false
 	switch e.Kind {
 	case KindHardlink:
 		f.links = append(f.links, [2]string{e.LinkOf, p})
 		return nil
 	case KindFile:
-		err = f.writeFile(e)
+		permDone, err = f.writeFile(e)
 	case KindSymlink:
 		err = f.fsys.Symlink(e.Target, p)
 	default:
@@ -52,7 +53,7 @@ func (f *filler) apply(e *Entry) error {
 	if err != nil {
 		return err
 	}
-	return f.attrs(e)
+	return f.attrs(e, permDone)
 }
 
 // applyDir makes a directory, or updates one made as an implied parent.
@@ -77,18 +78,32 @@ func (f *filler) applyDir(e *Entry) error {
 	}
 	d.explicit = true
 	d.atime, d.mtime = f.times(e)
-	return f.attrs(e)
+	return f.attrs(e, false)
 }
 
 // writeFile creates a regular file and writes its segments, leaving the
 // gaps as holes. A segment is written in pieces of at most CommitBytes
 // with a commit check between them, so one huge file does not make one
 // huge transaction.
-func (f *filler) writeFile(e *Entry) error {
+//
+// When nothing after it can change the mode (no owner to set, no set-id
+// bits that a chown or write would clear), the file is made with its
+// final mode at once and permDone says so, which spares a change per file.
+func (f *filler) writeFile(e *Entry) (permDone bool, err error) {
 	p := e.Path
-	if err := f.fsys.CreateEmpty(p, 0o600); err != nil {
-		return err
+	create := uint32(0o600)
+	if perm := f.perm(e); perm&0o6000 == 0 && f.owner(e) == (Owner{}) {
+		create, permDone = perm, true
 	}
+	if err := f.fsys.CreateEmpty(p, btrfs.FileModeOf(create)); err != nil {
+		return false, err
+	}
+	return permDone, f.writeData(e)
+}
+
+// writeData writes a new file's segments, leaving the gaps as holes.
+func (f *filler) writeData(e *Entry) error {
+	p := e.Path
 	if e.Size == 0 {
 		return nil
 	}
@@ -158,23 +173,15 @@ func (f *filler) mknod(e *Entry) error {
 // attrs sets owner, mode, xattrs and (for non-directories) times, in the
 // order that keeps each: an owner change clears set-id bits on Linux, and
 // file capabilities go with writes and owner changes.
-func (f *filler) attrs(e *Entry) error {
+func (f *filler) attrs(e *Entry, permDone bool) error {
 	p := e.Path
-	uid, gid := e.UID, e.GID
-	if o := f.opts.Owner; o != nil {
-		uid, gid = o.UID, o.GID
-	}
-	if uid != 0 || gid != 0 {
-		if err := f.chown(p, uid, gid); err != nil {
+	if o := f.owner(e); o != (Owner{}) {
+		if err := f.chown(p, o.UID, o.GID); err != nil {
 			return err
 		}
 	}
-	if e.Kind != KindSymlink {
-		perm := e.Perm
-		if f.chmod != nil {
-			perm = f.chmod(e.Kind, perm) & 0o7777
-		}
-		if err := f.fsys.Chmod(p, btrfs.FileModeOf(perm)); err != nil {
+	if e.Kind != KindSymlink && !permDone {
+		if err := f.fsys.Chmod(p, btrfs.FileModeOf(f.perm(e))); err != nil {
 			return err
 		}
 	}
@@ -188,6 +195,22 @@ func (f *filler) attrs(e *Entry) error {
 	}
 	atime, mtime := f.times(e)
 	return f.fsys.Chtimes(p, atime, mtime)
+}
+
+// owner is the owner e gets: its own, or the override.
+func (f *filler) owner(e *Entry) Owner {
+	if o := f.opts.Owner; o != nil {
+		return *o
+	}
+	return Owner{UID: e.UID, GID: e.GID}
+}
+
+// perm is the permission, set-id and sticky bits e gets, after --chmod.
+func (f *filler) perm(e *Entry) uint32 {
+	if f.chmod != nil {
+		return f.chmod(e.Kind, e.Perm) & 0o7777
+	}
+	return e.Perm
 }
 
 func (f *filler) chown(p string, uid, gid uint32) error {
