@@ -19,37 +19,75 @@ import (
 const writeFromBatch = 8 << 20
 
 // WriteFrom copies r to the existing regular file name from offset off
-// until r ends, in batches of 8 MiB, each one change (a failure leaves
-// the batches before it written). It returns the bytes written; an error
-// of r is returned with the count written before it.
+// until r ends, in batches of up to 8 MiB, each one change (a failure
+// leaves the batches before it written). Reading the next batch overlaps
+// with writing the current one. It returns the bytes written; an error of
+// r is returned with the count written before it.
 func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
-	ss := int64(fsys.sb.SectorSize)
-	// The buffer starts small and doubles while the reader fills it, so
-	// small files cost little and large ones stream in full batches.
-	buf := make([]byte, min(64<<10, writeFromBatch))
+	batches := make(chan readBatch, 1)
+	done := make(chan struct{})
+	defer func() {
+		// r is not read after WriteFrom returns: wait for the reader.
+		close(done)
+		for range batches {
+		}
+	}()
+	go readBatches(r, off%int64(fsys.sb.SectorSize), batches, done)
 	var total int64
-	for {
-		// The first batch ends on a sector boundary, so later ones start
-		// on one and need no read-modify-write.
-		n := len(buf) - int((off+total)%ss)
-		k, rerr := io.ReadFull(r, buf[:n])
-		if k > 0 {
-			if _, err := fsys.WriteAt(name, buf[:k], off+total); err != nil {
+	for b := range batches {
+		if len(b.data) > 0 {
+			if _, err := fsys.WriteAt(name, b.data, off+total); err != nil {
 				return total, err
 			}
-			total += int64(k)
-		}
-		if k == n && len(buf) < writeFromBatch {
-			buf = make([]byte, min(2*len(buf), writeFromBatch))
+			total += int64(len(b.data))
 		}
 		switch {
-		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+		case b.err == io.EOF || b.err == io.ErrUnexpectedEOF:
 			return total, nil
-		case rerr != nil:
-			return total, rerr
+		case b.err != nil:
+			return total, b.err
+		}
+	}
+	return total, nil
+}
+
+// readBatch is one batch read by readBatches: its bytes, and the error
+// that ended the read (io.EOF or io.ErrUnexpectedEOF at the end).
+type readBatch struct {
+	data []byte
+	err  error
+}
+
+// readBatches reads r in batches into out until r ends or done closes.
+// The first batch ends on a sector boundary (skew is the write offset's
+// distance past one), so later ones start on one and need no
+// read-modify-write. Batches start at 64 KiB and double while r fills
+// them, so small files cost little and large ones stream in 8 MiB
+// batches; each batch is a fresh buffer, since the writer may still hold
+// the previous one.
+func readBatches(r io.Reader, skew int64, out chan<- readBatch, done <-chan struct{}) {
+	defer close(out)
+	size := min(64<<10, writeFromBatch)
+	for first := true; ; first = false {
+		n := size
+		if first {
+			n -= int(skew)
+		}
+		buf := make([]byte, n)
+		k, err := io.ReadFull(r, buf)
+		select {
+		case out <- readBatch{data: buf[:k], err: err}:
+		case <-done:
+			return
+		}
+		if err != nil {
+			return
+		}
+		if k == n && size < writeFromBatch {
+			size = min(2*size, writeFromBatch)
 		}
 	}
 }

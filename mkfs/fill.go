@@ -65,7 +65,9 @@ type BuildOptions struct {
 
 	// CommitBytes and CommitEntries bound the work in one transaction
 	// (and so the memory the dirty tree blocks take): Build commits when
-	// either is reached. 0 means 128 MiB and 8192.
+	// either is reached. 0 means 1 GiB and 8192. File data itself is
+	// written at once, not held until the commit, so the byte bound is
+	// generous: every commit waits for the disk.
 	CommitBytes   int64
 	CommitEntries int
 
@@ -413,7 +415,7 @@ func (f *filler) commitBytes() int64 {
 	if f.opts.CommitBytes > 0 {
 		return f.opts.CommitBytes
 	}
-	return 128 << 20
+	return 1 << 30
 }
 
 // dirTimes gives every directory its times, after everything in it was
