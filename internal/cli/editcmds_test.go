@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -266,44 +265,3 @@ func TestCmdLinksMovesNodesOwners(t *testing.T) {
 	compareGetfattr(t, mnt, img, [][]string{{"-d", "uno", "t/sym"}, {"-h", "-d", "t/sym", "uno"}})
 }
 
-// TestCmdChmodLikeCoreutils compares parseMode with chmod(1) (run with
-// umask 0, which is what our modes assume) on host files and directories.
-func TestCmdChmodLikeCoreutils(t *testing.T) {
-	if _, err := exec.LookPath("chmod"); err != nil {
-		t.Skip("no chmod")
-	}
-	dir := t.TempDir()
-	modes := []string{"755", "0755", "00755", "2755", "4000", "u+x", "go-w", "a=r", "u+s", "g+s,+t", "+w",
-		"=", "a+X", "g=u", "o=g-x", "u=rw,go=r", "u+t", "o+t", "u=rwx", "g-s", "a-x,u+X", "=rX", "ug=o", "u-s+x", "g-s,g=rx", "u=s", "ug=rwxs", "a=", "u=g,g-s"}
-	starts := []uint32{0o644, 0o7777, 0o2755, 0o4711, 0o1600, 0o0}
-	for _, kind := range []string{"file", "dir"} {
-		p := filepath.Join(dir, kind)
-		var err error
-		if kind == "dir" {
-			err = os.Mkdir(p, 0o755)
-		} else {
-			err = os.WriteFile(p, nil, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, start := range starts {
-			for _, mode := range modes {
-				sh := fmt.Sprintf("umask 0 && chmod 0%04o %s && chmod -- %s %s && stat -c %%a %s", start, p, mode, p, p)
-				out, err := exec.Command("sh", "-c", sh).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", sh, err, out)
-				}
-				want, _ := strconv.ParseUint(strings.TrimSpace(string(out)), 8, 32)
-				m, err := parseMode(mode)
-				if err != nil {
-					t.Errorf("parseMode(%q): %v", mode, err)
-					continue
-				}
-				if got := m.Apply(start, kind == "dir"); got != uint32(want) {
-					t.Errorf("chmod %s on a %s with mode %04o: got %04o, chmod(1) gives %04o", mode, kind, start, got, want)
-				}
-			}
-		}
-	}
-}
