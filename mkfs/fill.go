@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -161,8 +162,10 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	if err := f.settle(sum); err != nil {
 		return nil, err
 	}
-	if opts.Shrink && opts.Format.Size == 0 {
-		opts.Format.Size = shrinkStartSize(sum, &opts.Format)
+	if opts.Format.Size == 0 && sum != nil {
+		if _, err := os.Stat(path); opts.Shrink || errors.Is(err, os.ErrNotExist) {
+			opts.Format.Size = startSize(sum, &opts.Format)
+		}
 	}
 	if err := Format(path, opts.Format); err != nil {
 		return nil, err
@@ -182,11 +185,12 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	return &f.stats, err
 }
 
-// shrinkStartSize is the size a --shrink build starts from: room for the
-// data and an allowance for metadata, both times their copies, plus the
-// fixed chunks, so the chunks sized from it (a tenth of the filesystem)
-// stay small and the cut at the end leaves little unused.
-func shrinkStartSize(sum *Summary, o *Options) int64 {
+// startSize is the size of an image Build creates without being given
+// one, and the size a --shrink build starts from: room for the data and
+// an allowance for metadata, both times their copies, plus the fixed
+// chunks, so the chunks sized from it (a tenth of the filesystem) stay
+// small and a cut at the end leaves little unused.
+func startSize(sum *Summary, o *Options) int64 {
 	dataCopies, metaCopies := int64(1), int64(2)
 	if o.DataProfile == "dup" {
 		dataCopies = 2
@@ -196,7 +200,8 @@ func shrinkStartSize(sum *Summary, o *Options) int64 {
 	}
 	data := sum.DataBytes + sum.DataBytes/8
 	meta := sum.Entries*2048 + sum.DataBytes/64
-	return dataCopies*data + metaCopies*meta + 256<<20
+	size := dataCopies*data + metaCopies*meta + 256<<20
+	return (size + 1<<20 - 1) &^ (1<<20 - 1) // whole MiB
 }
 
 // settle fixes the reproducible parts of the options: the creation time

@@ -264,4 +264,3 @@ func TestCmdLinksMovesNodesOwners(t *testing.T) {
 	}
 	compareGetfattr(t, mnt, img, [][]string{{"-d", "uno", "t/sym"}, {"-h", "-d", "t/sym", "uno"}})
 }
-

@@ -48,7 +48,9 @@ override what the input says. With SOURCE_DATE_EPOCH set, or
 are derived from a hash of the input, times newer than SOURCE_DATE_EPOCH
 are clamped to it, nothing is random.
 
-IMAGE is created (sparse) when it does not exist; --size is then required.
+IMAGE is created (sparse) when it does not exist, of --size bytes or else
+of a size estimated from the input (like mkfs.btrfs --rootdir; 256 MiB for
+an empty filesystem); --tar - cannot be measured first and needs --size.
 An existing btrfs filesystem is only overwritten with --force.
 Input that cannot be stored (a name over 255 bytes, a symlink target too
 long for the node size) stops mkfs with an error naming the path, before
@@ -85,11 +87,15 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := mkfsCheckTarget(image, opts.Format.Size, fl.force); err != nil {
-		return err
-	}
 	open, cleanup, err := fl.opener(cmd.InOrStdin(), opts)
 	if err != nil {
+		return err
+	}
+	// With an input read twice, mkfs sizes a new image from it (as
+	// mkfs.btrfs --rootdir does); otherwise a new image needs --size.
+	sized := opts.Format.Size != 0 || opts.PrePass
+	if err := mkfsCheckTarget(image, sized, fl.force); err != nil {
+		cleanup()
 		return err
 	}
 	defer cleanup()
@@ -231,11 +237,11 @@ func (emptySource) Next() (*mkfs.Entry, error) { return nil, io.EOF }
 func (emptySource) Close() error               { return nil }
 
 // mkfsCheckTarget refuses to overwrite a btrfs filesystem without
-// --force, and a missing image without --size.
-func mkfsCheckTarget(image string, size int64, force bool) error {
+// --force, and a missing image that nothing gives a size to.
+func mkfsCheckTarget(image string, sized bool, force bool) error {
 	f, err := os.Open(image)
 	if errors.Is(err, os.ErrNotExist) {
-		if size == 0 {
+		if !sized {
 			return usagef("%s does not exist; give --size to create it", image)
 		}
 		return nil

@@ -48,7 +48,7 @@ func TestMkfsUsage(t *testing.T) {
 	img := filepath.Join(dir, "img")
 	for _, args := range [][]string{
 		{"mkfs"},
-		{"mkfs", img},                  // does not exist, no --size
+		{"mkfs", "--tar", "-", img},    // does not exist, no --size, input not measurable
 		{"mkfs", "--size", "12Q", img}, // bad size
 		{"mkfs", "--size", "256M", "--csum", "md5", img},
 		{"mkfs", "--size", "256M", "--chown", "root", img},
