@@ -225,3 +225,25 @@ func TestMkfsTarFile(t *testing.T) {
 	}
 	btrfstest.Check(t, []string{img2}, true)
 }
+
+// TestMkfsSizedFromInput makes a new image without --size: it is sized
+// from the --rootdir input, in whole MiB, and holds it.
+func TestMkfsSizedFromInput(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), bytes.Repeat([]byte("x"), 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(t.TempDir(), "img")
+	if _, stderr, code := run(t, "mkfs", "--rootdir", src, img); code != ExitOK {
+		t.Fatalf("mkfs: exit %d: %s", code, stderr)
+	}
+	fi, err := os.Stat(img)
+	if err != nil || fi.Size()%(1<<20) != 0 || fi.Size() < 256<<20 {
+		t.Fatalf("image %v: %v", fi, err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	if out, _, code := run(t, "cat", img+":/f"); code != ExitOK || len(out) != 3<<20 {
+		t.Errorf("cat: exit %d, %d bytes", code, len(out))
+	}
+}
