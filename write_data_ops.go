@@ -28,6 +28,7 @@ func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
 	batches := make(chan readBatch, 1)
+	spare := make(chan []byte, 2) // written buffers, for the reader to fill again
 	done := make(chan struct{})
 	defer func() {
 		// r is not read after WriteFrom returns: wait for the reader.
@@ -35,7 +36,7 @@ func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 		for range batches {
 		}
 	}()
-	go readBatches(r, off%int64(fsys.sb.SectorSize), batches, done)
+	go readBatches(r, off%int64(fsys.sb.SectorSize), batches, spare, done)
 	var total int64
 	for b := range batches {
 		if len(b.data) > 0 {
@@ -43,6 +44,10 @@ func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 				return total, err
 			}
 			total += int64(len(b.data))
+		}
+		select {
+		case spare <- b.data[:cap(b.data)]:
+		default:
 		}
 		switch {
 		case b.err == io.EOF || b.err == io.ErrUnexpectedEOF:
@@ -66,9 +71,10 @@ type readBatch struct {
 // distance past one), so later ones start on one and need no
 // read-modify-write. Batches start at 64 KiB and double while r fills
 // them, so small files cost little and large ones stream in 8 MiB
-// batches; each batch is a fresh buffer, since the writer may still hold
-// the previous one.
-func readBatches(r io.Reader, skew int64, out chan<- readBatch, done <-chan struct{}) {
+// batches. A buffer comes from spare when the writer has handed one back
+// that is large enough (WriteAt keeps no reference to what it wrote), or
+// is made new.
+func readBatches(r io.Reader, skew int64, out chan<- readBatch, spare <-chan []byte, done <-chan struct{}) {
 	defer close(out)
 	size := min(64<<10, writeFromBatch)
 	for first := true; ; first = false {
@@ -76,7 +82,17 @@ func readBatches(r io.Reader, skew int64, out chan<- readBatch, done <-chan stru
 		if first {
 			n -= int(skew)
 		}
-		buf := make([]byte, n)
+		var buf []byte
+		select {
+		case b := <-spare:
+			if cap(b) >= n {
+				buf = b[:n]
+			}
+		default:
+		}
+		if buf == nil {
+			buf = make([]byte, n)
+		}
 		k, err := io.ReadFull(r, buf)
 		select {
 		case out <- readBatch{data: buf[:k], err: err}:
