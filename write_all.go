@@ -46,6 +46,9 @@ func (fsys *FS) MkdirAll(name string, perm fs.FileMode) error {
 			}
 		}
 		for n, comp := range rest {
+			if err := canAddEntry(cur); err != nil {
+				return n > 0, err
+			}
 			ino, err := c.newIno()
 			if err != nil {
 				return n > 0, err
@@ -117,6 +120,12 @@ func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem
 	if de.Location.Type != disk.InodeItemKey {
 		return nil, syscall.EXDEV
 	}
+	if pin, err := c.inode(parent); err != nil || notPinned(pin) != nil {
+		if err == nil {
+			err = syscall.EPERM
+		}
+		return nil, err
+	}
 	var steps []rmStep
 	drops := map[disk.ObjectID]uint32{} // names of non-directories going
 	seen := map[disk.ObjectID]bool{}
@@ -166,6 +175,9 @@ func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem
 // names add up to the directory's size.
 func (c *wctx) dirChildren(dir disk.ObjectID) ([]rmStep, error) {
 	din, err := c.inode(dir)
+	if err == nil {
+		err = notPinned(din)
+	}
 	if err != nil {
 		return nil, err
 	}

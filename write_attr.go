@@ -19,6 +19,9 @@ const capabilityXattr = "security.capability"
 func (fsys *FS) Chown(name string, uid, gid int) error {
 	return fsys.change("chown", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
+		if err == nil {
+			err = notPinned(in)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -71,6 +74,9 @@ func (fsys *FS) Removexattr(name, attr string) error {
 			return false, err
 		}
 		in, err := c.resolve(name)
+		if err == nil {
+			err = notPinned(in)
+		}
 		if err != nil {
 			return false, err
 		}

@@ -131,6 +131,9 @@ func (c *wctx) openOrCreate(name string, perm fs.FileMode) (*winode, bool, error
 		return nil, false, err
 	}
 	de, err := c.dirEntry(parent.ino, base)
+	if err == nil && de == nil {
+		err = canAddEntry(parent)
+	}
 	if err != nil {
 		return nil, false, err
 	}

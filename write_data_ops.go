@@ -395,8 +395,7 @@ const settableFlags = disk.InodeNoDataSum | disk.InodeNoDataCow | disk.InodeNoCo
 // NODATASUM alone can only change on a file without extents (checksums
 // must match the flag): EINVAL otherwise. COMPRESS and NOCOMPRESS exclude
 // each other. Other bits are EINVAL. IMMUTABLE and APPEND are enforced
-// by the data operations of this package (EPERM, as the kernel), not yet
-// by the namespace ones (Remove, Rename, Setxattr, ...).
+// by every operation (EPERM, as the kernel does).
 func (fsys *FS) SetInodeFlags(name string, set, clear uint64) error {
 	s, cl := disk.InodeFlags(set), disk.InodeFlags(clear)
 	if (s|cl)&^settableFlags != 0 || s&cl != 0 {

@@ -337,3 +337,23 @@ func (c *wctx) touch(in *winode, now time.Time, mtime bool) {
 	in.item.TransID = c.gen
 	in.item.Sequence++
 }
+
+// notPinned refuses a change to an inode whose IMMUTABLE or APPEND flag
+// forbids it, as Linux does (EPERM) for unlinking or renaming it, linking
+// to it, taking entries out of it (a directory), and changing its mode,
+// owner, times or xattrs. SetInodeFlags is the way to clear the flags.
+func notPinned(in *winode) error {
+	if in.item.Flags&(disk.InodeImmutable|disk.InodeAppend) != 0 {
+		return syscall.EPERM
+	}
+	return nil
+}
+
+// canAddEntry refuses new entries in an IMMUTABLE directory (EPERM); an
+// APPEND-only directory takes them.
+func canAddEntry(dir *winode) error {
+	if dir.item.Flags&disk.InodeImmutable != 0 {
+		return syscall.EPERM
+	}
+	return nil
+}

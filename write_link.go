@@ -37,6 +37,9 @@ func (fsys *FS) Link(oldname, newname string) error {
 		if src.tr != parent.tr {
 			return false, syscall.EXDEV
 		}
+		if err := notPinned(src); err != nil {
+			return false, err
+		}
 		if src.item.IsDir() {
 			return false, syscall.EPERM
 		}
@@ -77,6 +80,9 @@ func (c *wctx) addLink(parent *winode, base string, in *winode, index uint64, rk
 // free (EEXIST). It changes nothing.
 func (c *wctx) prepareName(name string) (*winode, string, error) {
 	parent, base, err := c.splitParent(name)
+	if err == nil {
+		err = canAddEntry(parent)
+	}
 	if err != nil {
 		return nil, "", err
 	}

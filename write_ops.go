@@ -109,6 +109,9 @@ func (c *wctx) addName(parent *winode, base string, in *winode, index uint64, rk
 func (fsys *FS) Chmod(name string, mode fs.FileMode) error {
 	return fsys.change("chmod", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
+		if err == nil {
+			err = notPinned(in)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -123,6 +126,9 @@ func (fsys *FS) Chmod(name string, mode fs.FileMode) error {
 func (fsys *FS) Chtimes(name string, atime, mtime time.Time) error {
 	return fsys.change("chtimes", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
+		if err == nil {
+			err = notPinned(in)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -152,6 +158,9 @@ func (fsys *FS) Setxattr(name, attr string, value []byte) error {
 			return false, err
 		}
 		in, err := c.resolve(name)
+		if err == nil {
+			err = notPinned(in)
+		}
 		if err != nil {
 			return false, err
 		}

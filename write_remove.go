@@ -38,6 +38,9 @@ func (fsys *FS) Remove(name string) error {
 // can go: ENOENT, EXDEV for a subvolume, what checkRemovable refuses. It
 // returns the inode and where its name is recorded, and changes nothing.
 func (c *wctx) victim(parent *winode, base string) (*winode, backref, error) {
+	if err := notPinned(parent); err != nil {
+		return nil, backref{}, err
+	}
 	de, err := c.dirEntry(parent.ino, base)
 	if err != nil {
 		return nil, backref{}, err
@@ -78,6 +81,9 @@ func (c *wctx) checkDirSize(parent *winode, base string) error {
 // checkRemovable refuses what cannot be taken away when drop names of in
 // go: a directory with entries (ENOTEMPTY).
 func (c *wctx) checkRemovable(in *winode, drop uint32) error {
+	if err := notPinned(in); err != nil {
+		return err
+	}
 	if in.item.IsDir() {
 		if in.item.Size != 0 {
 			return syscall.ENOTEMPTY

@@ -96,6 +96,15 @@ func (c *wctx) planRename(oldname, newname string, extref bool) (*renameOp, erro
 	if r.src, err = c.inode(de.Location.ObjectID); err != nil {
 		return nil, err
 	}
+	if err := notPinned(r.src); err != nil {
+		return nil, err
+	}
+	if err := notPinned(r.oldParent); err != nil {
+		return nil, err
+	}
+	if err := canAddEntry(r.newParent); err != nil {
+		return nil, err
+	}
 	same, err := c.planTarget(r)
 	if err != nil || same {
 		return nil, err
@@ -117,6 +126,9 @@ func (c *wctx) planTarget(r *renameOp) (same bool, err error) {
 		return true, nil
 	}
 	if r.dst, err = c.inode(de.Location.ObjectID); err != nil {
+		return false, err
+	}
+	if err := notPinned(r.dst); err != nil {
 		return false, err
 	}
 	switch srcDir, dstDir := r.src.item.IsDir(), r.dst.item.IsDir(); {

@@ -44,6 +44,9 @@ func (fsys *FS) CreateSubvolume(name string, opts *SubvolumeOptions) (uint64, er
 	var id disk.ObjectID
 	err := fsys.change("subvolume create", name, func(c *wctx) (bool, error) {
 		parent, base, err := c.splitParent(name)
+		if err == nil {
+			err = canAddEntry(parent)
+		}
 		if err != nil {
 			return false, err
 		}
