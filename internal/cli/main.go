@@ -85,9 +85,10 @@ func isCobraUsage(err error) bool {
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gobtrfs",
-		Short: "Read, write, create and check btrfs filesystems without the kernel",
-		Long: `gobtrfs reads btrfs filesystems in image files and block devices, in pure Go,
-without root, loop devices or the kernel's btrfs.
+		Short: "Read, change and create btrfs filesystems without the kernel",
+		Long: `gobtrfs reads, changes and creates btrfs filesystems in image files and block
+devices, in pure Go, without root, loop devices or the kernel's btrfs: what it
+writes passes btrfs check and mounts on Linux.
 
 Paths inside a filesystem are written IMAGE:PATH. A filesystem spread over
 several devices names the others with -d/--device.`,
