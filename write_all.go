@@ -127,7 +127,7 @@ func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem
 		return nil, err
 	}
 	var steps []rmStep
-	drops := map[disk.ObjectID]uint32{} // names of non-directories going
+	drops := map[disk.ObjectID]bool{} // non-directories losing a name
 	seen := map[disk.ObjectID]bool{}
 	stack := []rmStep{{parent: parent, name: base, ino: de.Location.ObjectID, dir: de.Type.Base() == disk.FtDir}}
 	for len(stack) > 0 {
@@ -136,7 +136,7 @@ func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem
 		if !s.dir || s.done {
 			steps = append(steps, s)
 			if !s.dir {
-				drops[s.ino]++
+				drops[s.ino] = true
 			}
 			continue
 		}
@@ -153,7 +153,7 @@ func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem
 		}
 		stack = append(stack, children...)
 	}
-	for ino, n := range drops {
+	for ino := range drops {
 		in, err := c.inode(ino)
 		if err != nil {
 			return nil, err
@@ -162,7 +162,7 @@ func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem
 			k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
 			return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory entry of a directory says it is not one"}
 		}
-		if err := c.checkRemovable(in, n); err != nil {
+		if err := c.checkRemovable(in); err != nil {
 			return nil, err
 		}
 	}

@@ -16,52 +16,13 @@ import (
 const defaultMaxInline = 2048
 
 // dataChange is change for operations on file data: fn also gets the
-// running transaction. After a successful change the read side is shown
-// the transaction's csum tree too (reads verify new data against it);
-// after an abort it is pointed back at the committed one.
+// running transaction. change shows the read side the transaction's csum
+// tree and new chunks after it (showTxn), so reads verify new data, and
+// the committed ones after an abort (showCommitted).
 func (fsys *FS) dataChange(op, name string, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
-	err := fsys.change(op, name, func(c *wctx) (bool, error) {
-		t := fsys.w.t
-		started, err := fn(c, t)
-		if started && err == nil {
-			err = fsys.showCsums(t)
-		}
-		return started, err
+	return fsys.change(op, name, func(c *wctx) (bool, error) {
+		return fn(c, fsys.w.t)
 	})
-	if err != nil && fsys.w != nil && fsys.w.dead != nil {
-		fsys.showCommittedCsums()
-	}
-	return err
-}
-
-// showCsums points the read side's csum root at the transaction's csum
-// tree, so data written in it verifies, and its data reader at one that
-// also reaches the chunks the transaction added.
-func (fsys *FS) showCsums(t *txn.Txn) error {
-	ct, err := t.Tree(disk.CsumTreeObjectID)
-	if err != nil {
-		return err
-	}
-	fsys.csumRoot = ct.Root()
-	if cur, ok := fsys.data.(*txnDataReader); !ok || cur.t != t {
-		base := fsys.data
-		if ok {
-			base = cur.base
-		}
-		fsys.data = &txnDataReader{base: base, t: t}
-	}
-	return nil
-}
-
-// showCommittedCsums restores the committed csum root and data reader
-// after an abort.
-func (fsys *FS) showCommittedCsums() {
-	if ri, err := fsys.rootItem(disk.CsumTreeObjectID); err == nil {
-		fsys.csumRoot.Addr, fsys.csumRoot.Level, fsys.csumRoot.Generation = ri.Bytenr, int(ri.Level), ri.Generation
-	}
-	if cur, ok := fsys.data.(*txnDataReader); ok {
-		fsys.data = cur.base
-	}
 }
 
 // txnDataReader is the read side's data reader while a transaction runs:
@@ -509,9 +470,6 @@ func (c *wctx) readExtents(fsys *FS, in *winode, exts []extent, off uint64, dst 
 	// The read side must see this change's blocks so far (the csum tree
 	// may have been changed by this very change).
 	if err := fsys.showTxn(c.t); err != nil {
-		return err
-	}
-	if err := fsys.showCsums(c.t); err != nil {
 		return err
 	}
 	clear(dst)

@@ -55,7 +55,7 @@ func (c *wctx) victim(parent *winode, base string) (*winode, backref, error) {
 	if err != nil {
 		return nil, backref{}, err
 	}
-	if err := c.checkRemovable(in, 1); err != nil {
+	if err := c.checkRemovable(in); err != nil {
 		return nil, backref{}, err
 	}
 	ref, err := c.findBackref(in.ino, parent.ino, []byte(base))
@@ -78,9 +78,9 @@ func (c *wctx) checkDirSize(parent *winode, base string) error {
 	return nil
 }
 
-// checkRemovable refuses what cannot be taken away when drop names of in
-// go: a directory with entries (ENOTEMPTY).
-func (c *wctx) checkRemovable(in *winode, drop uint32) error {
+// checkRemovable refuses to take away a name of in when a flag pins it
+// (EPERM) or it is a directory with entries (ENOTEMPTY).
+func (c *wctx) checkRemovable(in *winode) error {
 	if err := notPinned(in); err != nil {
 		return err
 	}
@@ -93,27 +93,6 @@ func (c *wctx) checkRemovable(in *winode, drop uint32) error {
 	// The last name of a file with data extents can go too: unlink
 	// drops the extents' references (dropFileData, write_data_ops.go).
 	return nil
-}
-
-// hasDiskExtents reports whether inode ino has a file extent that
-// references a data extent (not inline, not a hole): removing it would
-// need the extent tree and checksums updated.
-func (c *wctx) hasDiskExtents(ino disk.ObjectID) (bool, error) {
-	has := false
-	err := c.tr.Range(c.tx, disk.Key{ObjectID: ino, Type: disk.ExtentDataKey},
-		disk.Key{ObjectID: ino, Type: disk.ExtentDataKey, Offset: ^uint64(0)},
-		func(k disk.Key, data []byte) (bool, error) {
-			var fe disk.FileExtentItem
-			if err := fe.Decode(data); err != nil {
-				return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "file extent", Err: err}
-			}
-			if fe.Type != disk.FileExtentInline && fe.DiskBytenr != 0 {
-				has = true
-				return false, nil
-			}
-			return true, nil
-		})
-	return has, err
 }
 
 // unlink removes the name base of in from parent (dropName) and then

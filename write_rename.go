@@ -137,7 +137,7 @@ func (c *wctx) planTarget(r *renameOp) (same bool, err error) {
 	case !srcDir && dstDir:
 		return false, syscall.EISDIR
 	}
-	if err := c.checkRemovable(r.dst, 1); err != nil {
+	if err := c.checkRemovable(r.dst); err != nil {
 		return false, err
 	}
 	if r.dstRef, err = c.findBackref(r.dst.ino, r.newParent.ino, []byte(r.newBase)); err != nil {

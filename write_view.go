@@ -40,8 +40,8 @@ type committedView struct {
 }
 
 // showTxn points the read side at the running transaction t: blocks
-// through its table, and the root, csum and subvolume trees it opened at
-// their current roots.
+// through its table, data also through its chunk map (chunks it added),
+// and the root, csum and subvolume trees it opened at their current roots.
 func (fsys *FS) showTxn(t *txn.Txn) error {
 	w := fsys.w
 	if w.committed == nil {
@@ -49,6 +49,13 @@ func (fsys *FS) showTxn(t *txn.Txn) error {
 			subvols: map[disk.ObjectID]*subvol{}}
 	}
 	fsys.blocks = &txBlocks{base: fsys.br, tx: t.Trans()}
+	if cur, ok := fsys.data.(*txnDataReader); !ok || cur.t != t {
+		base := fsys.data
+		if ok {
+			base = cur.base
+		}
+		fsys.data = &txnDataReader{base: base, t: t}
+	}
 	ids := t.OpenedTrees()
 	slices.Sort(ids) // the root tree (1) first: subvolumes are found through it
 	for _, id := range ids {
