@@ -36,6 +36,12 @@ type writer struct {
 	// running transaction (write_view.go); nil otherwise.
 	committed *committedView
 	cache     *txCache // for the running transaction
+
+	// base is the data policy of a file without inode flags and
+	// maxInline the largest inline extent's data (-1: none); both are
+	// fixed at open, so PrepareData reads them without the lock.
+	base      dataPolicy
+	maxInline int
 }
 
 // OpenWritable opens the filesystem in the image file or block device at

@@ -99,7 +99,7 @@ func (c *wctx) clone(fsys *FS, t *txn.Txn, sin, din *winode, srcOff, dstOff, n u
 		if err := c.readExtents(fsys, sin, sexts, srcOff, buf); err != nil {
 			return err
 		}
-		return c.write(fsys, t, din, buf, dstOff)
+		return c.write(fsys, t, din, buf, dstOff, nil)
 	}
 	pol, err := fsys.policy(din)
 	if err != nil {

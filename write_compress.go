@@ -43,27 +43,32 @@ func compressionOf(s string) (compress.Type, error) {
 	return compress.None, fmt.Errorf("btrfs: unknown compression %q: %w", s, syscall.EINVAL)
 }
 
+// basePolicy is the write policy of a file without inode flags, fixed
+// when the filesystem is opened: PrepareData uses it from any goroutine.
+func basePolicy(o *Options, ct disk.CsumType, ss uint64) (dataPolicy, error) {
+	comp, err := compressionOf(o.Compress)
+	if err != nil {
+		return dataPolicy{}, err
+	}
+	return dataPolicy{comp: comp, level: o.CompressLevel, force: o.CompressForce, csum: true, ct: ct, ss: ss}, nil
+}
+
 // policy returns the write policy for in. As the kernel: NODATASUM (and
 // so NODATACOW) files are never compressed (compressed extents need
 // checksums); NOCOMPRESS stops compression unless compress-force; the
 // inode's COMPRESS flag (chattr +c) compresses with the filesystem's
 // algorithm, zlib when none is set.
 func (fsys *FS) policy(in *winode) (dataPolicy, error) {
-	o := &fsys.w.opts
-	ct, err := compressionOf(o.Compress)
-	if err != nil {
-		return dataPolicy{}, err
-	}
-	p := dataPolicy{level: o.CompressLevel, force: o.CompressForce, ct: fsys.sb.CsumType,
-		ss: uint64(fsys.sb.SectorSize), csum: in.item.Flags&disk.InodeNoDataSum == 0}
-	if ct == compress.None && in.item.Flags&disk.InodeCompress != 0 {
-		ct = compress.Zlib
+	p := fsys.w.base
+	p.csum = in.item.Flags&disk.InodeNoDataSum == 0
+	if p.comp == compress.None && in.item.Flags&disk.InodeCompress != 0 {
+		p.comp = compress.Zlib
 	}
 	switch {
 	case !p.csum || in.item.Flags&disk.InodeNoDataCow != 0:
+		p.comp = compress.None
 	case in.item.Flags&disk.InodeNoCompress != 0 && !p.force:
-	default:
-		p.comp = ct
+		p.comp = compress.None
 	}
 	return p, nil
 }
@@ -85,6 +90,9 @@ func preparePieces(buf []byte, p dataPolicy) ([]piece, error) {
 	pieces := make([]piece, n)
 	for i := range pieces {
 		pieces[i].data = buf[i*pieceSize : min(len(buf), (i+1)*pieceSize)]
+	}
+	if n == 1 {
+		return pieces, pieces[0].prepare(p)
 	}
 	workers := min(runtime.GOMAXPROCS(0), n)
 	errs := make([]error, n)
@@ -108,8 +116,12 @@ func preparePieces(buf []byte, p dataPolicy) ([]piece, error) {
 }
 
 // prepare compresses (when the policy says so) and checksums one piece.
+// Without compress-force, the kernel's heuristic (compress.Worth) first
+// judges whether the piece is worth trying: when it is not, the piece is
+// stored as is and, as in the kernel, that does not mark the inode
+// NOCOMPRESS (only a compression that did not pay does).
 func (pc *piece) prepare(p dataPolicy) error {
-	if p.comp != compress.None {
+	if p.comp != compress.None && (p.force || compress.Worth(pc.data)) {
 		out, ok, err := compress.Compress(p.comp, pc.data, p.level, int(p.ss))
 		if err != nil {
 			return err
@@ -150,11 +162,14 @@ func sumSectors(ct disk.CsumType, b []byte, ss uint64) []byte {
 // pieces become one extent each; runs of stored pieces are merged into
 // extents of at most disk.MaxExtentSize, split further when free space is
 // fragmented. It reports whether some piece did not compress (the kernel
-// then marks the inode NOCOMPRESS).
-func (c *wctx) storeData(t *txn.Txn, buf []byte, at uint64, p dataPolicy) ([]extent, bool, error) {
-	pieces, err := preparePieces(buf, p)
-	if err != nil {
-		return nil, false, err
+// then marks the inode NOCOMPRESS). pieces, when not nil, are buf's
+// pieces prepared under p already (PrepareData).
+func (c *wctx) storeData(t *txn.Txn, buf []byte, at uint64, p dataPolicy, pieces []piece) ([]extent, bool, error) {
+	if pieces == nil {
+		var err error
+		if pieces, err = preparePieces(buf, p); err != nil {
+			return nil, false, err
+		}
 	}
 	var out []extent
 	failed := false

@@ -35,6 +35,9 @@ type txnDataReader struct {
 
 // ReadLogical implements logicalReader.
 func (r *txnDataReader) ReadLogical(p []byte, logical disk.LogicalAddr, verify chunk.VerifyFunc) error {
+	if err := r.t.FlushData(); err != nil {
+		return err
+	}
 	err := r.base.ReadLogical(p, logical, verify)
 	if !errors.Is(err, chunk.ErrNotMapped) {
 		return err
@@ -74,7 +77,7 @@ func (fsys *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 				return true, err
 			}
 		}
-		if err := c.write(fsys, t, in, data, 0); err != nil {
+		if err := c.write(fsys, t, in, data, 0, nil); err != nil {
 			return true, err
 		}
 		c.touch(in, c.now(), true)
@@ -172,6 +175,17 @@ func (c *wctx) resolveRegular(name string) (*winode, error) {
 // extending its size when the write ends past it; the range between the
 // old end and off reads as zeros. It returns len(p) or an error.
 func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
+	return fsys.writeAt(name, p, off, nil)
+}
+
+// writeAt is WriteAt with p prepared ahead (pd) or not (nil).
+func (fsys *FS) writeAt(name string, p []byte, off int64, pd *PreparedData) (int, error) {
+	return fsys.writeAtPolicy(name, p, off, pd, nil)
+}
+
+// writeAtPolicy is writeAt that also stores the file's data policy after
+// the write in after (when not nil), for the next batch of a stream.
+func (fsys *FS) writeAtPolicy(name string, p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
 	if off < 0 || off+int64(len(p)) < off {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
@@ -186,8 +200,11 @@ func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
 		if err := c.checkDataSpace(fsys, t, uint64(len(p))); err != nil {
 			return false, err
 		}
-		if err := c.write(fsys, t, in, p, uint64(off)); err != nil {
+		if err := c.write(fsys, t, in, p, uint64(off), pd); err != nil {
 			return true, err
+		}
+		if after != nil {
+			*after, _ = fsys.policy(in)
 		}
 		c.touch(in, c.now(), true)
 		return true, c.putInode(in)
@@ -202,23 +219,25 @@ func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
 // explicit hole items.
 func (fsys *FS) noHoles() bool { return fsys.sb.IncompatFlags&disk.IncompatNoHoles != 0 }
 
-// dataMaxInline is the largest file stored in an inline extent, -1 for none.
-func (fsys *FS) dataMaxInline(c *wctx) int {
-	n := fsys.w.opts.MaxInline
+// maxInline is the largest file stored in an inline extent, -1 for none:
+// the max_inline option, within a sector and one item.
+func maxInline(o *Options, sb *disk.Superblock) int {
+	n := o.MaxInline
 	switch {
 	case n < 0:
 		return -1
 	case n == 0:
 		n = defaultMaxInline
 	}
-	n = min(n, int(fsys.sb.SectorSize)-1, c.maxItemSize()-disk.FileExtentInlineDataStart)
-	return n
+	return min(n, int(sb.SectorSize)-1, disk.MaxItemDataSize(int(sb.NodeSize))-disk.FileExtentInlineDataStart)
 }
 
 // write puts p at file offset off of in and sets the size; the caller
 // touches and stores the inode. Partial sectors are read, merged and
-// written anew (copy-on-write: no extent is changed in place).
-func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64) error {
+// written anew (copy-on-write: no extent is changed in place). pd, when
+// not nil, is p prepared ahead (PrepareData); it is used where the
+// policy and the write's alignment are what it was prepared for.
+func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64, pd *PreparedData) error {
 	if len(p) == 0 {
 		return nil
 	}
@@ -226,17 +245,25 @@ func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64) err
 	if err != nil {
 		return err
 	}
+	if pd != nil && pd.pol != pol {
+		pd = nil
+	}
 	ss := pol.ss
 	end := off + uint64(len(p))
 	oldSize := in.item.Size
 	newSize := max(oldSize, end)
-	if done, err := c.tryInline(fsys, in, pol, newSize, func(b []byte) { copy(b[off:], p) }); done || err != nil {
+	if done, err := c.tryInline(fsys, in, pol, newSize, func(b []byte) { copy(b[off:], p) }, pd); done || err != nil {
 		return err
 	}
 	if err := c.uninline(fsys, t, in, pol); err != nil {
 		return err
 	}
 	a, b := roundDownTo(off, ss), roundUpTo(end, ss)
+	if pd != nil && pd.pieces != nil && a == off && (b == end || b-ss >= oldSize) {
+		// The prepared pieces hold p with zeros after it to the sector's
+		// end, which is what the file holds there too.
+		return c.replaceData(fsys, t, in, pd.padded, a, pol, newSize, pd.pieces)
+	}
 	buf := p
 	if a != off || b != end {
 		buf = make([]byte, b-a)
@@ -254,16 +281,17 @@ func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64) err
 		}
 		copy(buf[off-a:], p)
 	}
-	return c.replaceData(fsys, t, in, buf, a, pol, newSize)
+	return c.replaceData(fsys, t, in, buf, a, pol, newSize, nil)
 }
 
 // tryInline makes in's whole content one inline extent when the file of
 // newSize bytes qualifies (format doc §5.5: from offset 0, smaller than a
 // sector, within max_inline; compressed when that makes it smaller) and
 // no item lies past the first sector. fill changes the content, which
-// holds the current bytes. done reports that it did so.
-func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, fill func([]byte)) (bool, error) {
-	limit := fsys.dataMaxInline(c)
+// holds the current bytes. done reports that it did so. pd (or nil) may
+// hold the content compressed already.
+func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, fill func([]byte), pd *PreparedData) (bool, error) {
+	limit := fsys.w.maxInline
 	if newSize >= pol.ss || limit < 0 {
 		return false, nil
 	}
@@ -281,7 +309,7 @@ func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, f
 		return false, err
 	}
 	fill(content)
-	e, ok, err := inlineExtent(content, pol, limit, c.gen)
+	e, ok, err := inlineExtent(content, pol, limit, c.gen, pd.inlineFor(content))
 	if err != nil || !ok {
 		return false, err
 	}
@@ -295,16 +323,20 @@ func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, f
 
 // inlineExtent builds the inline item holding content, compressed when
 // the policy compresses and the stream is smaller; ok is false when
-// neither form fits the limit.
-func inlineExtent(content []byte, pol dataPolicy, limit int, gen disk.Generation) (extent, bool, error) {
+// neither form fits the limit. pre, when not nil, compresses content
+// (or returns what was compressed ahead).
+func inlineExtent(content []byte, pol dataPolicy, limit int, gen disk.Generation, pre func() ([]byte, error)) (extent, bool, error) {
 	e := extent{length: uint64(len(content)), fe: disk.FileExtentItem{Generation: gen,
 		RAMBytes: uint64(len(content)), Type: disk.FileExtentInline}}
 	if pol.comp != compress.None && len(content) > 0 {
-		out, _, err := compress.Compress(pol.comp, content, pol.level, int(pol.ss))
+		if pre == nil {
+			pre = func() ([]byte, error) { return compressInline(content, pol) }
+		}
+		out, err := pre()
 		if err != nil {
 			return extent{}, false, err
 		}
-		if len(out) < len(content) && len(out) <= limit {
+		if out != nil && len(out) <= limit {
 			e.fe.Compression = disk.CompressionType(pol.comp)
 			e.fe.InlineData = out
 			return e, true, nil
@@ -329,7 +361,7 @@ func (c *wctx) uninline(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy) error 
 	if err := c.readExtents(fsys, in, first, 0, buf[:n]); err != nil {
 		return err
 	}
-	items, _, err := c.storeData(t, buf, 0, pol)
+	items, _, err := c.storeData(t, buf, 0, pol, nil)
 	if err != nil {
 		return err
 	}
@@ -338,9 +370,10 @@ func (c *wctx) uninline(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy) error 
 
 // replaceData writes buf (whole sectors) as new extents at file offset
 // a, replacing what lay there, and sets the size to newSize. Without
-// NO_HOLES the gap between the old end and a gets hole items.
-func (c *wctx) replaceData(fsys *FS, t *txn.Txn, in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64) error {
-	items, failed, err := c.storeData(t, buf, a, pol)
+// NO_HOLES the gap between the old end and a gets hole items. pieces are
+// buf's, prepared already, or nil.
+func (c *wctx) replaceData(fsys *FS, t *txn.Txn, in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64, pieces []piece) error {
+	items, failed, err := c.storeData(t, buf, a, pol, pieces)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package btrfs
 import (
 	"cmp"
 	"errors"
-	"io"
 	"io/fs"
 	"math"
 	"slices"
@@ -13,100 +12,6 @@ import (
 	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/txn"
 )
-
-// writeFromBatch is how much of a stream WriteFrom holds and writes per
-// change: its pieces are compressed and checksummed in parallel.
-const writeFromBatch = 8 << 20
-
-// WriteFrom copies r to the existing regular file name from offset off
-// until r ends, in batches of up to 8 MiB, each one change (a failure
-// leaves the batches before it written). Reading the next batch overlaps
-// with writing the current one. It returns the bytes written; an error of
-// r is returned with the count written before it.
-func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
-	if off < 0 {
-		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
-	}
-	batches := make(chan readBatch, 1)
-	spare := make(chan []byte, 2) // written buffers, for the reader to fill again
-	done := make(chan struct{})
-	defer func() {
-		// r is not read after WriteFrom returns: wait for the reader.
-		close(done)
-		for range batches {
-		}
-	}()
-	go readBatches(r, off%int64(fsys.sb.SectorSize), batches, spare, done)
-	var total int64
-	for b := range batches {
-		if len(b.data) > 0 {
-			if _, err := fsys.WriteAt(name, b.data, off+total); err != nil {
-				return total, err
-			}
-			total += int64(len(b.data))
-		}
-		select {
-		case spare <- b.data[:cap(b.data)]:
-		default:
-		}
-		switch {
-		case b.err == io.EOF || b.err == io.ErrUnexpectedEOF:
-			return total, nil
-		case b.err != nil:
-			return total, b.err
-		}
-	}
-	return total, nil
-}
-
-// readBatch is one batch read by readBatches: its bytes, and the error
-// that ended the read (io.EOF or io.ErrUnexpectedEOF at the end).
-type readBatch struct {
-	data []byte
-	err  error
-}
-
-// readBatches reads r in batches into out until r ends or done closes.
-// The first batch ends on a sector boundary (skew is the write offset's
-// distance past one), so later ones start on one and need no
-// read-modify-write. Batches start at 64 KiB and double while r fills
-// them, so small files cost little and large ones stream in 8 MiB
-// batches. A buffer comes from spare when the writer has handed one back
-// that is large enough (WriteAt keeps no reference to what it wrote), or
-// is made new.
-func readBatches(r io.Reader, skew int64, out chan<- readBatch, spare <-chan []byte, done <-chan struct{}) {
-	defer close(out)
-	size := min(64<<10, writeFromBatch)
-	for first := true; ; first = false {
-		n := size
-		if first {
-			n -= int(skew)
-		}
-		var buf []byte
-		select {
-		case b := <-spare:
-			if cap(b) >= n {
-				buf = b[:n]
-			}
-		default:
-		}
-		if buf == nil {
-			buf = make([]byte, n)
-		}
-		k, err := io.ReadFull(r, buf)
-		select {
-		case out <- readBatch{data: buf[:k], err: err}:
-		case <-done:
-			return
-		}
-		if err != nil {
-			return
-		}
-		if k == n && size < writeFromBatch {
-			size = min(2*size, writeFromBatch)
-		}
-	}
-}
 
 // Truncate sets the size of the regular file name. Shrinking drops the
 // extents past the new end (their references go) and rewrites a partial
@@ -148,7 +53,7 @@ func (c *wctx) truncate(fsys *FS, t *txn.Txn, in *winode, size uint64) error {
 			return err
 		}
 		if len(first) > 0 && first[0].fe.Type == disk.FileExtentInline {
-			done, err := c.tryInline(fsys, in, pol, size, func([]byte) {})
+			done, err := c.tryInline(fsys, in, pol, size, func([]byte) {}, nil)
 			if done || err != nil {
 				return err
 			}
@@ -205,7 +110,7 @@ func (c *wctx) zeroPart(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy, lo, hi
 		return err
 	}
 	clear(buf[lo-s : hi-s])
-	return c.replaceData(fsys, t, in, buf, s, pol, in.item.Size)
+	return c.replaceData(fsys, t, in, buf, s, pol, in.item.Size, nil)
 }
 
 // PunchHole makes [off, off+length) of the regular file name read as
@@ -249,7 +154,7 @@ func (c *wctx) punch(fsys *FS, t *txn.Txn, in *winode, off, end uint64) error {
 	}
 	if len(first) > 0 && first[0].fe.Type == disk.FileExtentInline {
 		// An inline file stays inline with the range zeroed, if it can.
-		done, err := c.tryInline(fsys, in, pol, size, func(b []byte) { clear(b[off:end]) })
+		done, err := c.tryInline(fsys, in, pol, size, func(b []byte) { clear(b[off:end]) }, nil)
 		if done || err != nil {
 			return err
 		}

@@ -258,19 +258,19 @@ func TestHoleItems(t *testing.T) {
 
 func TestInlineExtentChoice(t *testing.T) {
 	pol := dataPolicy{ss: 4096, ct: disk.CsumCRC32C}
-	if _, ok, _ := inlineExtent(make([]byte, 2049), pol, 2048, 1); ok {
+	if _, ok, _ := inlineExtent(make([]byte, 2049), pol, 2048, 1, nil); ok {
 		t.Fatal("2049 bytes inlined with max_inline 2048")
 	}
-	e, ok, _ := inlineExtent(make([]byte, 2048), pol, 2048, 1)
+	e, ok, _ := inlineExtent(make([]byte, 2048), pol, 2048, 1, nil)
 	if !ok || e.fe.RAMBytes != 2048 || len(e.fe.InlineData) != 2048 || e.fe.Compression != disk.CompressNone {
 		t.Fatalf("2048 bytes: ok %v %+v", ok, e.fe)
 	}
 	pol.comp = 3
-	e, ok, _ = inlineExtent(make([]byte, 3000), pol, 2048, 1)
+	e, ok, _ = inlineExtent(make([]byte, 3000), pol, 2048, 1, nil)
 	if !ok || e.fe.Compression != disk.CompressZstd || e.fe.RAMBytes != 3000 || len(e.fe.InlineData) >= 3000 {
 		t.Fatalf("compressible 3000 bytes: ok %v %v", ok, e.fe.String())
 	}
-	if _, ok, _ := inlineExtent(nil, pol, 2048, 1); ok {
+	if _, ok, _ := inlineExtent(nil, pol, 2048, 1, nil); ok {
 		t.Fatal("empty content inlined")
 	}
 }

@@ -18,9 +18,6 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	if opts != nil {
 		o = *opts
 	}
-	if _, err := compressionOf(o.Compress); err != nil {
-		return nil, err
-	}
 	tfs, err := txn.OpenWith(append([]string{path}, o.Devices...), scan)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -30,7 +27,13 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		tfs.Close()
 		return nil, err
 	}
-	w := &writer{path: path, opts: o, tfs: tfs}
+	base, err := basePolicy(&o, fsys.sb.CsumType, uint64(fsys.sb.SectorSize))
+	if err != nil {
+		fsys.Close()
+		tfs.Close()
+		return nil, err
+	}
+	w := &writer{path: path, opts: o, tfs: tfs, base: base, maxInline: maxInline(&o, fsys.sb)}
 	w.close = func() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()

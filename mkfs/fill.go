@@ -335,7 +335,7 @@ func (f *filler) run(open Opener) error {
 	if err != nil {
 		return err
 	}
-	src := newPrefetch(raw) // reading the input overlaps with writing
+	src := newPrefetch(raw, f.fsys.PrepareData) // reading and preparing the input overlap with writing
 	defer src.Close()
 	f.dirs["."] = &dirState{atime: f.now, mtime: f.now}
 	if o := f.opts.Owner; o != nil {

@@ -108,7 +108,20 @@ func (f *filler) writeData(e *Entry) error {
 		return nil
 	}
 	var end int64
-	if len(e.Segments) > 0 {
+	if pd := e.prepared; pd != nil {
+		n, err := f.fsys.WritePrepared(p, pd, 0)
+		if err != nil {
+			return err
+		}
+		s := e.Segments[0]
+		if int64(n) != s.Len {
+			return fmt.Errorf("%q: data ended at offset %d, expected %d bytes more (file changed while read?)", p, n, s.Len-int64(n))
+		}
+		end = s.Len
+		if err := f.maybeCommit(0, int64(n)); err != nil {
+			return err
+		}
+	} else if len(e.Segments) > 0 {
 		r, err := e.Open()
 		if err != nil {
 			return fmt.Errorf("%q: %w", p, err)

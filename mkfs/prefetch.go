@@ -3,6 +3,10 @@ package mkfs
 import (
 	"bytes"
 	"io"
+	"runtime"
+	"sync"
+
+	"github.com/gobtrfs/btrfs"
 )
 
 // prefetchMax is the largest file whose data the prefetcher reads ahead
@@ -18,7 +22,13 @@ type prefetchItem struct {
 	e       *Entry
 	err     error
 	release chan struct{} // non-nil: the reader waits for it before its next Next
+	ready   chan struct{} // non-nil: closed when e.prepared is set (or given up)
+	data    []byte        // the data read ahead, for the preparing worker
 }
+
+// prepareFunc compresses and checksums a new file's data ahead of its
+// write (btrfs.FS.PrepareData).
+type prepareFunc func([]byte) (*btrfs.PreparedData, error)
 
 // prefetchSource reads a Source ahead on its own goroutine: entries, and
 // the data of small files, so that reading the input (often a cold disk)
@@ -31,28 +41,70 @@ type prefetchSource struct {
 	stop chan struct{}
 	done chan struct{}
 	last *prefetchItem
+
+	// With prepare set, workers compress and checksum the data read
+	// ahead (jobs), so that work uses every core while entries are
+	// applied one at a time.
+	prepare prepareFunc
+	jobs    chan *prefetchItem
+	workers sync.WaitGroup
 }
 
-// newPrefetch starts reading src ahead.
-func newPrefetch(src Source) *prefetchSource {
+// newPrefetch starts reading src ahead, and preparing the data of small
+// files with prepare when it is not nil.
+func newPrefetch(src Source, prepare prepareFunc) *prefetchSource {
 	p := &prefetchSource{src: src, out: make(chan *prefetchItem, prefetchDepth),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), prepare: prepare}
+	if prepare != nil {
+		p.jobs = make(chan *prefetchItem, prefetchDepth)
+		for range runtime.GOMAXPROCS(0) {
+			p.workers.Go(p.work)
+		}
+	}
 	go p.run()
 	return p
+}
+
+// work prepares the data of the items in jobs until it closes.
+func (p *prefetchSource) work() {
+	for it := range p.jobs {
+		select {
+		case <-p.stop:
+		default:
+			if pd, err := p.prepare(it.data); err == nil {
+				it.e.prepared = pd // else the writer prepares it and reports
+			}
+		}
+		it.data = nil
+		close(it.ready)
+	}
 }
 
 // run is the reading goroutine.
 func (p *prefetchSource) run() {
 	defer close(p.done)
 	defer close(p.out)
+	if p.jobs != nil {
+		defer close(p.jobs)
+	}
 	for {
 		e, err := p.src.Next()
 		it := &prefetchItem{e: e, err: err}
 		if err == nil && e.Open != nil {
 			if n := e.DataBytes(); n <= prefetchMax {
-				readAhead(e, n)
+				data, ok := readAhead(e, n)
+				if ok && p.jobs != nil && len(e.Segments) == 1 && e.Segments[0].Off == 0 && int64(len(data)) == n {
+					it.data, it.ready = data, make(chan struct{})
+				}
 			} else {
 				it.release = make(chan struct{})
+			}
+		}
+		if it.ready != nil {
+			select {
+			case p.jobs <- it:
+			case <-p.stop:
+				return
 			}
 		}
 		select {
@@ -74,8 +126,9 @@ func (p *prefetchSource) run() {
 }
 
 // readAhead reads the n data bytes of e now and replaces its Open by one
-// that serves them from memory (or reports the read's error).
-func readAhead(e *Entry, n int64) {
+// that serves them from memory (or reports the read's error). It returns
+// the data and whether they were read without error.
+func readAhead(e *Entry, n int64) ([]byte, bool) {
 	open := e.Open
 	var data []byte
 	r, err := open()
@@ -95,6 +148,7 @@ func readAhead(e *Entry, n int64) {
 		}
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}
+	return data, err == nil
 }
 
 // Next implements Source.
@@ -108,6 +162,9 @@ func (p *prefetchSource) Next() (*Entry, error) {
 		return nil, io.EOF
 	}
 	p.last = it
+	if it.ready != nil {
+		<-it.ready
+	}
 	return it.e, it.err
 }
 
@@ -116,5 +173,6 @@ func (p *prefetchSource) Next() (*Entry, error) {
 func (p *prefetchSource) Close() error {
 	close(p.stop)
 	<-p.done
+	p.workers.Wait()
 	return p.src.Close()
 }

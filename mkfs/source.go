@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -81,6 +82,10 @@ type Entry struct {
 	// the other. It is valid only until the Source's next Next call, and
 	// may be called at most once. Nil when there are no segments.
 	Open func() (io.ReadCloser, error)
+
+	// prepared is the data compressed and checksummed ahead by the
+	// prefetcher (one segment from offset 0), or nil.
+	prepared *btrfs.PreparedData
 }
 
 // DataBytes is the number of bytes in the entry's segments.

@@ -41,6 +41,7 @@ func (t *Txn) Commit() error {
 	}
 	var sb disk.Superblock
 	pre := []step{
+		{"write data", t.FlushData},
 		{"settle metadata", t.settle},
 		{"write tree blocks", t.writeBlocks},
 		{"prepare superblock", func() (err error) {
@@ -79,6 +80,7 @@ func (t *Txn) Abort() {
 	}
 	t.done = true
 	t.fs.running = nil
+	t.wb.discard()
 	t.closeData()
 	t.dropChunks()
 	if err := t.fs.loadSpace(); err != nil {

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
@@ -81,6 +82,9 @@ func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
 	if err != nil {
 		return err
 	}
+	if done, err := t.appendCsums(ct, start, end, sums); done || err != nil {
+		return err
+	}
 	old, err := t.csumItemsAround(ct, start, end)
 	if err != nil {
 		return err
@@ -92,6 +96,43 @@ func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
 		}
 	}
 	return t.insertCsumRuns(ct, merged)
+}
+
+// appendCsums is AddCsums' common case: sums for [start, end) continue
+// the one item that ends at start and nothing else lies in the range, as
+// when files are written one after another into one free range. The item
+// grows in place, without the copy, delete and insert of the general
+// case (which made adding to a large item cost its size each time). done
+// is false when the case does not apply and nothing was changed.
+func (t *Txn) appendCsums(ct *ctree.Tree, start, end uint64, sums []byte) (done bool, err error) {
+	cs := t.fs.sb.CsumType.Size()
+	sector := uint64(t.fs.sb.SectorSize)
+	reach := uint64(int(t.fs.sb.NodeSize)/cs) * sector
+	from := uint64(0)
+	if start > reach {
+		from = start - reach
+	}
+	var prev disk.Key
+	prevLen, touching := 0, 0
+	err = ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {
+		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
+			return true, nil
+		}
+		if k.Offset+uint64(len(data)/cs)*sector >= start {
+			touching++
+			prev, prevLen = k, len(data)
+		}
+		return touching <= 1, nil
+	})
+	if err != nil || touching != 1 || prevLen%cs != 0 || prev.Offset+uint64(prevLen/cs)*sector != start ||
+		prevLen+len(sums) > t.maxCsumsPerItem()*cs {
+		return false, err
+	}
+	err = ct.ExtendItem(t.tx, prev, len(sums), func(data []byte) { copy(data[prevLen:], sums) })
+	if errors.Is(err, ctree.ErrOverflow) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // mergeCsums overlays add on the runs old (ascending, non-overlapping)

@@ -163,7 +163,7 @@ func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
 	if !ok {
 		return fmt.Errorf("txn: data write [%d, +%d) outside this transaction's data allocations", addr, n)
 	}
-	if err := t.fs.wr.WriteLogical(p, addr); err != nil {
+	if err := t.wb.stage(p, addr); err != nil {
 		return fmt.Errorf("txn: write data at %d: %w", addr, err)
 	}
 	return nil

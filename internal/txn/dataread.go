@@ -15,6 +15,9 @@ func (t *Txn) ReadData(addr disk.LogicalAddr, p []byte) error {
 	if t.done {
 		return fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
+	if err := t.FlushData(); err != nil {
+		return err
+	}
 	return t.fs.rd.ReadLogical(p, addr, nil)
 }
 

@@ -21,6 +21,7 @@ type Txn struct {
 	fs  *FS
 	gen disk.Generation
 	tx  *ctree.Trans
+	wb  writeBehind // small data writes held back (writebehind.go)
 
 	trees    map[disk.ObjectID]*ctree.Tree
 	rootKeys map[disk.ObjectID]disk.Key // ROOT_ITEM key of every opened tree but root and chunk
@@ -70,6 +71,7 @@ func (fs *FS) Begin() (*Txn, error) {
 		live:    map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
 		gone: map[disk.LogicalAddr]bool{}, touched: map[uint64]bool{}}
 	t.tx = ctree.NewTrans(t, t.gen, nil)
+	t.wb.write = fs.wr.WriteLogical
 	fs.running = t
 	return t, nil
 }

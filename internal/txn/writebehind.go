@@ -1,0 +1,144 @@
+package txn
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Small data writes are gathered and written behind the caller. Building
+// an image writes thousands of small files one after another into one
+// free range; one pwrite each costs more in system calls than in bytes,
+// and it holds up the goroutine that makes the changes. So writes below
+// stageLarge that continue the one before on disk are copied into a
+// staging buffer of stageSize, and a full buffer is written by its own
+// goroutine while the next fills.
+//
+// Order is kept: at most one buffer is in flight, and a write that is
+// not staged (a large one) first waits until everything staged is on the
+// device, so writes reach the device in the order they were made (a
+// range released and handed out again is never overwritten by its old
+// contents). Anything that reads data from the device (ReadData, the
+// filesystem's read side through FlushData) and Commit flush first.
+// Writes go to space this transaction allocated, never to committed
+// data, so a write that fails behind the caller's back leaves the last
+// commit intact: the error comes back from the next data call or from
+// Commit, and the transaction aborts.
+const (
+	stageSize  = 4 << 20
+	stageLarge = 1 << 20
+)
+
+// writeBehind is a Txn's staging of small data writes.
+type writeBehind struct {
+	write func(p []byte, addr disk.LogicalAddr) error
+
+	mu    sync.Mutex
+	buf   []byte // staged bytes, for addr onwards
+	addr  disk.LogicalAddr
+	spare []byte // a buffer to stage into next
+	err   error  // the first failed write
+
+	// The buffer being written and its error: the writing goroutine
+	// sets flyErr; both are read only after inflight.Wait.
+	inflight sync.WaitGroup
+	flying   []byte
+	flyErr   error
+}
+
+// stage writes p at addr, now or later. It returns the error of an
+// earlier write that failed.
+func (wb *writeBehind) stage(p []byte, addr disk.LogicalAddr) error {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if len(p) >= stageLarge {
+		if err := wb.drainLocked(); err != nil {
+			return err
+		}
+		return wb.write(p, addr)
+	}
+	if len(wb.buf) > 0 && (addr != wb.addr+disk.LogicalAddr(len(wb.buf)) || len(wb.buf)+len(p) > stageSize) {
+		wb.kickLocked()
+	}
+	if wb.err != nil {
+		return wb.err
+	}
+	if len(wb.buf) == 0 {
+		wb.addr = addr
+		if wb.buf == nil {
+			wb.buf, wb.spare = wb.spare, nil
+		}
+		if wb.buf == nil {
+			wb.buf = make([]byte, 0, stageSize)
+		}
+	}
+	wb.buf = append(wb.buf, p...)
+	return nil
+}
+
+// landLocked waits for the buffer in flight, takes its error and keeps
+// the buffer for staging again.
+func (wb *writeBehind) landLocked() {
+	wb.inflight.Wait()
+	if wb.flying == nil {
+		return
+	}
+	if wb.flyErr != nil && wb.err == nil {
+		wb.err = fmt.Errorf("txn: data written behind: %w", wb.flyErr)
+	}
+	wb.spare, wb.flying, wb.flyErr = wb.flying[:0], nil, nil
+}
+
+// kickLocked hands the staged bytes to a goroutine that writes them,
+// once the buffer before them is written.
+func (wb *writeBehind) kickLocked() {
+	wb.landLocked()
+	if wb.err != nil {
+		wb.buf = wb.buf[:0]
+		return
+	}
+	b, at := wb.buf, wb.addr
+	wb.buf, wb.flying = nil, b
+	wb.inflight.Add(1)
+	go func() {
+		defer wb.inflight.Done()
+		wb.flyErr = wb.write(b, at)
+	}()
+}
+
+// drainLocked writes everything staged and waits for it.
+func (wb *writeBehind) drainLocked() error {
+	wb.landLocked()
+	if wb.err == nil && len(wb.buf) > 0 {
+		wb.err = wb.write(wb.buf, wb.addr)
+	}
+	if wb.buf != nil {
+		wb.buf = wb.buf[:0]
+	}
+	return wb.err
+}
+
+// flush writes everything staged and returns the first error of any
+// write so far.
+func (wb *writeBehind) flush() error {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.drainLocked()
+}
+
+// discard waits for the write in flight and drops what is staged.
+func (wb *writeBehind) discard() {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	wb.landLocked()
+	wb.buf, wb.spare = nil, nil
+}
+
+// FlushData writes the data writes still held back (written behind) and
+// waits for them, so that reading the device shows them; it returns the
+// error of any data write that failed. Readers of data written in this
+// transaction through another path than ReadData call it first.
+func (t *Txn) FlushData() error {
+	return t.wb.flush()
+}

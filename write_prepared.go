@@ -1,0 +1,102 @@
+package btrfs
+
+import (
+	"bytes"
+	"io/fs"
+	"syscall"
+
+	"github.com/gobtrfs/btrfs/internal/compress"
+)
+
+// PreparedData is file data whose compression and checksums were worked
+// out before the write that stores it. They are the costly part of
+// writing data, and changes run one at a time: a caller with many files
+// (mkfs) prepares the next ones on other goroutines while the current
+// one is written, and so uses every core.
+//
+// Preparing assumes a file without inode flags (the filesystem's
+// compression options) written at a sector-aligned offset past the
+// file's last byte, as a new file is. A write for which that does not
+// hold is still right: it prepares the data again, under the lock.
+type PreparedData struct {
+	data   []byte
+	pol    dataPolicy
+	padded []byte  // data with zeros up to the end of its last sector
+	pieces []piece // of padded; nil when the data will be inline
+
+	inlineDone bool   // inline was computed
+	inline     []byte // data compressed for an inline extent (nil: did not shrink)
+}
+
+// PrepareData compresses and checksums p for WritePrepared. It may run
+// on any goroutine, also while changes or Commit run; p must not change
+// until the write is done. It fails on a read-only FS.
+func (fsys *FS) PrepareData(p []byte) (*PreparedData, error) {
+	w, err := fsys.writable("prepare", ".")
+	if err != nil {
+		return nil, err
+	}
+	return fsys.prepareWith(p, w.base)
+}
+
+// prepareWith prepares p under policy pol.
+func (fsys *FS) prepareWith(p []byte, pol dataPolicy) (*PreparedData, error) {
+	w := fsys.w
+	var err error
+	pd := &PreparedData{data: p, pol: pol}
+	if len(p) == 0 {
+		return pd, nil
+	}
+	if uint64(len(p)) < pol.ss && w.maxInline >= 0 {
+		if pol.comp != compress.None {
+			if pd.inline, err = compressInline(p, pol); err != nil {
+				return nil, err
+			}
+		}
+		pd.inlineDone = true
+		if len(p) <= w.maxInline || (pd.inline != nil && len(pd.inline) <= w.maxInline) {
+			return pd, nil // an inline extent: no pieces
+		}
+	}
+	pd.padded = p
+	if r := uint64(len(p)) % pol.ss; r != 0 {
+		pd.padded = make([]byte, uint64(len(p))+pol.ss-r)
+		copy(pd.padded, p)
+	}
+	if pd.pieces, err = preparePieces(pd.padded, pol); err != nil {
+		return nil, err
+	}
+	return pd, nil
+}
+
+// Len is the number of data bytes.
+func (pd *PreparedData) Len() int { return len(pd.data) }
+
+// inlineFor returns what compresses content for an inline extent from
+// what was prepared, or nil when nothing prepared fits content.
+func (pd *PreparedData) inlineFor(content []byte) func() ([]byte, error) {
+	if pd == nil || !pd.inlineDone || !bytes.Equal(content, pd.data) {
+		return nil
+	}
+	return func() ([]byte, error) { return pd.inline, nil }
+}
+
+// compressInline compresses content for an inline extent: the stream, or
+// nil when it does not come out smaller.
+func compressInline(content []byte, pol dataPolicy) ([]byte, error) {
+	out, _, err := compress.Compress(pol.comp, content, pol.level, int(pol.ss))
+	if err != nil || len(out) >= len(content) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WritePrepared is WriteAt of pd's data: it writes them at offset off of
+// the existing regular file name, with what PrepareData computed when it
+// applies to this file and offset.
+func (fsys *FS) WritePrepared(name string, pd *PreparedData, off int64) (int, error) {
+	if pd == nil {
+		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
+	}
+	return fsys.writeAt(name, pd.data, off, pd)
+}
