@@ -143,11 +143,12 @@ func (t *Txn) releaseSpace(a, size uint64) error {
 
 // WriteData writes p (a whole number of sectors) at logical addr, which
 // must lie inside ranges AllocData handed out in this transaction, to
-// every copy of its chunk, straight to the devices (no cache: a read
-// through another handle sees the bytes at once). Those bytes are free in
-// the last commit, so writing them before Commit is safe; Commit's sync
-// makes them durable before any superblock references them. Safe for
-// concurrent use.
+// every copy of its chunk. Small writes may be held back and written
+// behind (writebehind.go): ReadData sees them, but a read through another
+// handle must call FlushData first; an error of a write held back comes
+// from a later data call or Commit. Those bytes are free in the last
+// commit, so writing them before Commit is safe; Commit flushes and syncs
+// them before any superblock references them. Safe for concurrent use.
 func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
 	a, n := uint64(addr), uint64(len(p))
 	if n == 0 || !t.sectorAligned(a) || !t.sectorAligned(n) || a+n < a {

@@ -56,7 +56,8 @@ func (wb *writeBehind) stage(p []byte, addr disk.LogicalAddr) error {
 		if err := wb.drainLocked(); err != nil {
 			return err
 		}
-		return wb.write(p, addr)
+		wb.err = wb.write(p, addr) // sticks, as a failure behind the caller's back does
+		return wb.err
 	}
 	if len(wb.buf) > 0 && (addr != wb.addr+disk.LogicalAddr(len(wb.buf)) || len(wb.buf)+len(p) > stageSize) {
 		wb.kickLocked()
@@ -111,7 +112,9 @@ func (wb *writeBehind) kickLocked() {
 func (wb *writeBehind) drainLocked() error {
 	wb.landLocked()
 	if wb.err == nil && len(wb.buf) > 0 {
-		wb.err = wb.write(wb.buf, wb.addr)
+		if err := wb.write(wb.buf, wb.addr); err != nil {
+			wb.err = fmt.Errorf("txn: data written behind: %w", err)
+		}
 	}
 	if wb.buf != nil {
 		wb.buf = wb.buf[:0]
