@@ -66,7 +66,13 @@ func TestInteropKernelWritten(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	for _, c := range interopCases() {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			// Multi-device cases run one at a time: several at once made
+			// the kernel's device list and btrfs-progs' scans mix up loop
+			// devices of different tests (mounts of another test's set,
+			// spurious "currently mounted"), about one run in ten.
+			if c.mkfs.NumDevices <= 1 {
+				t.Parallel()
+			}
 			if testing.Short() && c.name != "16k-crc32c" && c.name != "raid5-degraded" {
 				t.Skip("short mode runs two cases")
 			}

@@ -76,3 +76,13 @@ func FileModeOf(mode uint32) fs.FileMode {
 	}
 	return m | fs.ModeIrregular
 }
+
+// Mkdev encodes a device number as Mknod takes it and Stat reports it:
+// Linux's user-space dev_t, with the minor in bits 0-7 and 20-31 (and
+// 44-63) and the major in bits 8-19 (and 32-43). It is spelled out, not
+// taken from the host (unix.Mkdev), whose encoding differs on other
+// systems; btrfs stores this form on every system.
+func Mkdev(major, minor uint32) uint64 {
+	ma, mi := uint64(major), uint64(minor)
+	return ma&0xfff<<8 | ma&^0xfff<<32 | mi&0xff | mi&^0xff<<12
+}

@@ -88,7 +88,7 @@ func (fsys *FS) Removexattr(name, attr string) error {
 			return false, err
 		}
 		if !found {
-			return false, syscall.ENODATA
+			return false, errNoData
 		}
 		if err := c.replaceItem(k, keep); err != nil {
 			return true, err

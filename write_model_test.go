@@ -584,7 +584,7 @@ func userXattrsAllowed(t btrfstest.FileType) bool {
 func (m *model) planXattrOn(o *rop, n *mNode) (error, error, func()) {
 	if o.kind == "removexattr" {
 		if _, ok := n.e.Xattrs[o.attr]; !ok {
-			return syscall.ENODATA, nil, nil
+			return errNoData, nil, nil
 		}
 		return nil, nil, func() { delete(n.e.Xattrs, o.attr) }
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io/fs"
 	"sort"
-	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -53,7 +52,7 @@ func (fsys *FS) Getxattr(name, attr string) ([]byte, error) {
 			}
 		}
 	}
-	return nil, &fs.PathError{Op: "getxattr", Path: name, Err: syscall.ENODATA}
+	return nil, &fs.PathError{Op: "getxattr", Path: name, Err: errNoData}
 }
 
 func (fsys *FS) xattrs(in *inode) ([]Xattr, error) {

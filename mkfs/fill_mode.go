@@ -4,22 +4,21 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/modespec"
 )
 
-// mkdev encodes a device number for btrfs.FS.Mknod, which takes the
-// userspace dev_t encoding (as mknod(2) and stat(2) use it).
-func mkdev(major, minor uint32) uint64 { return unix.Mkdev(major, minor) }
+// mkdev encodes a device number for btrfs.FS.Mknod (btrfs.Mkdev).
+func mkdev(major, minor uint32) uint64 { return btrfs.Mkdev(major, minor) }
 
 // nodeTypes are the Linux file types of the kinds filler.mknod makes; the
 // mode bits convert to the fs.FileMode Mknod takes with btrfs.FileModeOf.
 var nodeTypes = map[Kind]uint32{
-	KindFifo:     unix.S_IFIFO,
-	KindSocket:   unix.S_IFSOCK,
-	KindCharDev:  unix.S_IFCHR,
-	KindBlockDev: unix.S_IFBLK,
+	KindFifo:     disk.ModeFIFO,
+	KindSocket:   disk.ModeSocket,
+	KindCharDev:  disk.ModeCharDev,
+	KindBlockDev: disk.ModeBlockDev,
 }
 
 // chmodClause is one comma-separated part of a --chmod spec.

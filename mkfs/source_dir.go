@@ -1,15 +1,12 @@
 package mkfs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DirSource walks a directory of the host, in byte order of names at every
@@ -25,6 +22,15 @@ import (
 // per multiply-linked file. It crosses mount points, and reads files and
 // directories with O_NOATIME where allowed, so that reading the input
 // does not change it.
+//
+// What the host cannot tell is left out rather than invented: extended
+// attributes are read on Linux only (other hosts name and encode them
+// differently, and btrfs takes Linux's namespaces), so entries from other
+// hosts have none; O_NOATIME exists only on Linux. On Windows, which has
+// no POSIX owners or modes, every entry is owned by uid and gid 0,
+// directories get mode 0755 and files 0644 (0444 when read-only), there
+// are no device nodes, fifos or sockets, and a file's data is one segment
+// (holes are not detected); BuildOptions.Chmod adjusts the modes.
 type DirSource struct {
 	root  string
 	stack [][]string // per level, the paths still to visit (reversed)
@@ -96,7 +102,7 @@ func (s *DirSource) host(rel string) string { return filepath.Join(s.root, filep
 
 // push lists directory rel and queues its children.
 func (s *DirSource) push(rel string) error {
-	f, err := openNoAtime(s.host(rel), unix.O_DIRECTORY)
+	f, err := openHostDir(s.host(rel))
 	if err != nil {
 		return err
 	}
@@ -119,49 +125,45 @@ func (s *DirSource) push(rel string) error {
 	return nil
 }
 
+// hostInfo is what entry needs of lstat, in host-independent form; the
+// per-OS statHost fills it in.
+type hostInfo struct {
+	kind         Kind   // KindFile, KindDir, KindSymlink, KindFifo, KindSocket, KindCharDev, KindBlockDev; 0 if none
+	typ          uint32 // the host's file type bits, for the error about an unknown one
+	perm         uint32
+	uid, gid     uint32
+	atime, mtime time.Time
+	major, minor uint32 // of a device node
+	nlink        uint64
+	id           devIno // the identity hardlinks share; valid when nlink > 1
+}
+
 // entry lstats rel and fills in everything but the data reader of a file.
 func (s *DirSource) entry(rel string) (*Entry, error) {
 	hp := s.host(rel)
-	var st unix.Stat_t
-	stat := unix.Lstat
-	if rel == "." {
-		stat = unix.Stat // the root may be a symlink to the directory
+	// The root may be a symlink to the directory, so it is followed.
+	st, err := statHost(hp, rel == ".")
+	if err != nil {
+		return nil, err
 	}
-	if err := stat(hp, &st); err != nil {
-		return nil, &os.PathError{Op: "lstat", Path: hp, Err: err}
+	if st.kind == 0 {
+		return nil, inputErr(rel, "unknown file type %#o", st.typ)
 	}
-	e := &Entry{Path: rel, Perm: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid,
-		Atime: time.Unix(st.Atim.Unix()), Mtime: time.Unix(st.Mtim.Unix())}
-	var err error
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		e.Kind = KindDir
-	case unix.S_IFREG:
-		e.Kind = KindFile
-	case unix.S_IFLNK:
-		e.Kind = KindSymlink
+	e := &Entry{Path: rel, Kind: st.kind, Perm: st.perm, UID: st.uid, GID: st.gid,
+		Atime: st.atime, Mtime: st.mtime}
+	switch e.Kind {
+	case KindSymlink:
 		if e.Target, err = os.Readlink(hp); err != nil {
 			return nil, err
 		}
-	case unix.S_IFIFO:
-		e.Kind = KindFifo
-	case unix.S_IFSOCK:
-		e.Kind = KindSocket
-	case unix.S_IFCHR, unix.S_IFBLK:
-		e.Kind = KindCharDev
-		if st.Mode&unix.S_IFMT == unix.S_IFBLK {
-			e.Kind = KindBlockDev
-		}
-		e.DevMajor, e.DevMinor = unix.Major(st.Rdev), unix.Minor(st.Rdev)
-	default:
-		return nil, inputErr(rel, "unknown file type %#o", st.Mode&unix.S_IFMT)
+	case KindCharDev, KindBlockDev:
+		e.DevMajor, e.DevMinor = st.major, st.minor
 	}
-	if e.Kind != KindDir && st.Nlink > 1 {
-		id := devIno{st.Dev, st.Ino}
-		if first, ok := s.links[id]; ok {
+	if e.Kind != KindDir && st.nlink > 1 {
+		if first, ok := s.links[st.id]; ok {
 			return &Entry{Path: rel, Kind: KindHardlink, LinkOf: first}, nil
 		}
-		s.links[id] = rel
+		s.links[st.id] = rel
 	}
 	if rel == "." {
 		hp += "/." // xattrs of the directory, not of a symlink to it
@@ -179,7 +181,7 @@ func (s *DirSource) entry(rel string) (*Entry, error) {
 
 // fileData opens a regular file and maps its data segments.
 func (s *DirSource) fileData(e *Entry, hp string) error {
-	f, err := openNoAtime(hp, unix.O_NOFOLLOW)
+	f, err := openHostFile(hp)
 	if err != nil {
 		return err
 	}
@@ -203,117 +205,4 @@ func (s *DirSource) fileData(e *Entry, hp string) error {
 		return io.NopCloser(io.MultiReader(rs...)), nil
 	}
 	return nil
-}
-
-// openNoAtime opens hp for reading without updating its access time
-// where the caller may (owner or CAP_FOWNER), so that reading the input
-// (twice, with a pre-pass) does not change what a second build sees.
-func openNoAtime(hp string, flags int) (*os.File, error) {
-	f, err := os.OpenFile(hp, os.O_RDONLY|flags|unix.O_NOATIME, 0)
-	if errors.Is(err, unix.EPERM) {
-		f, err = os.OpenFile(hp, os.O_RDONLY|flags, 0)
-	}
-	return f, err
-}
-
-// dataSegments lists the data ranges of f with SEEK_DATA/SEEK_HOLE. A
-// filesystem that does not know them (EINVAL) gets one segment.
-func dataSegments(f *os.File, size int64) ([]Segment, error) {
-	var segs []Segment
-	fd := int(f.Fd())
-	for off := int64(0); off < size; {
-		d, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break
-		}
-		if errors.Is(err, unix.EINVAL) && off == 0 {
-			return []Segment{{0, size}}, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("seek data at %d: %w", off, err)
-		}
-		if d >= size {
-			break
-		}
-		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
-		if err != nil {
-			return nil, fmt.Errorf("seek hole at %d: %w", d, err)
-		}
-		h = min(h, size)
-		if h <= d {
-			return nil, fmt.Errorf("seek hole at %d returned %d", d, h)
-		}
-		segs = append(segs, Segment{d, h - d})
-		off = h
-	}
-	return segs, nil
-}
-
-// hostXattrs reads every extended attribute of hp (not following a
-// symlink), sorted by name.
-func hostXattrs(hp string) ([]Xattr, error) {
-	buf := make([]byte, 4096)
-	var n int
-	for {
-		var err error
-		n, err = unix.Llistxattr(hp, buf)
-		if errors.Is(err, unix.ERANGE) {
-			buf = make([]byte, 2*len(buf))
-			continue
-		}
-		if errors.Is(err, unix.ENOTSUP) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "llistxattr", Path: hp, Err: err}
-		}
-		break
-	}
-	var xs []Xattr
-	for _, name := range splitNul(buf[:n]) {
-		v, err := lgetxattr(hp, name)
-		if errors.Is(err, unix.ENODATA) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "lgetxattr " + name, Path: hp, Err: err}
-		}
-		xs = append(xs, Xattr{Name: name, Value: v})
-	}
-	sort.Slice(xs, func(i, j int) bool { return xs[i].Name < xs[j].Name })
-	return xs, nil
-}
-
-func lgetxattr(hp, name string) ([]byte, error) {
-	size := 256
-	for {
-		buf := make([]byte, size)
-		n, err := unix.Lgetxattr(hp, name, buf)
-		if errors.Is(err, unix.ERANGE) && size < 1<<20 {
-			size *= 4
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return buf[:n], nil
-	}
-}
-
-func splitNul(b []byte) []string {
-	var out []string
-	for len(b) > 0 {
-		i := 0
-		for i < len(b) && b[i] != 0 {
-			i++
-		}
-		if i > 0 {
-			out = append(out, string(b[:i]))
-		}
-		if i < len(b) {
-			i++
-		}
-		b = b[i:]
-	}
-	return out
 }

@@ -52,11 +52,24 @@ func attach(tb testing.TB, path string, readOnly bool) string {
 	if readOnly {
 		args = append(args, "--read-only")
 	}
-	out := strings.TrimSpace(mustRun(tb, "losetup", append(args, abs)...))
-	if !strings.HasPrefix(out, "/dev/loop") || strings.ContainsAny(out, " \n") {
-		tb.Fatalf("losetup printed %q, want a /dev/loopN path", out)
+	var out, backing string
+	for try := 0; ; try++ {
+		out = strings.TrimSpace(mustRun(tb, "losetup", append(args, abs)...))
+		if !strings.HasPrefix(out, "/dev/loop") || strings.ContainsAny(out, " \n") {
+			tb.Fatalf("losetup printed %q, want a /dev/loopN path", out)
+		}
+		// Another process racing for the same free device can end up
+		// owning it: then the device serves its file, not ours, and a
+		// mount would show that filesystem. Leave it to its owner.
+		if backing = backingFile(out); backing == abs {
+			flushBuffers(out)
+			break
+		}
+		if try == 4 {
+			tb.Fatalf("losetup %s: %s serves %q", abs, out, backing)
+		}
 	}
-	st := &loopState{backing: backingFile(out)}
+	st := &loopState{backing: backing}
 	loops.Lock()
 	loops.m[out] = st
 	loops.Unlock()

@@ -1,8 +1,11 @@
+//go:build linux
+
 package btrfstest
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -204,4 +207,16 @@ func mountRetry(devs []string, dir string, flags uintptr, data string) error {
 		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
 	}
 	return err
+}
+
+// flushBuffers drops the device's cached blocks (BLKFLSBUF), so nothing a
+// previous user of the loop device left in its cache (a tree block of
+// another image at the same offset) can be read for this image.
+func flushBuffers(dev string) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = unix.IoctlSetInt(int(f.Fd()), unix.BLKFLSBUF, 0)
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/extract"
@@ -208,7 +207,7 @@ func extractAs(fsys *btrfs.FS, p, target string, eo extract.Options) error {
 // resetCopied gives a tree copied out without -p what cp gives new files:
 // the current time and the mode less the umask and set-id bits.
 func resetCopied(root string) error {
-	now := unix.NsecToTimespec(time.Now().UnixNano())
+	now := time.Now()
 	umask := processUmask()
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -219,12 +218,11 @@ func resetCopied(root string) error {
 			if err != nil {
 				return err
 			}
-			if err := unix.Chmod(p, uint32(fi.Mode().Perm())&^umask|stickyBit(fi.Mode())); err != nil {
+			if err := chmodHost(p, uint32(fi.Mode().Perm())&^umask|stickyBit(fi.Mode())); err != nil {
 				return &os.PathError{Op: "chmod", Path: p, Err: err}
 			}
 		}
-		ts := []unix.Timespec{now, now}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := touchHost(p, now, d.Type()&fs.ModeSymlink != 0); err != nil {
 			return &os.PathError{Op: "utimes", Path: p, Err: err}
 		}
 		return nil

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gobtrfs/btrfs"
 )
 
@@ -276,7 +274,7 @@ func runMknod(s *session, a *wordArgs) error {
 		if err1 != nil || err2 != nil || major > 0xfff || minor > 0xfffff {
 			return usagef("mknod: bad device number %s %s", a.ops[2], a.ops[3])
 		}
-		dev = unix.Mkdev(uint32(major), uint32(minor))
+		dev = btrfs.Mkdev(uint32(major), uint32(minor))
 	}
 	p, err := s.path(a.ops[0])
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gobtrfs/btrfs"
@@ -429,7 +428,7 @@ func getfattrOne(fsys *btrfs.FS, p string, a *wordArgs, re *regexp.Regexp) (xatt
 	}
 	if name, ok := a.val("name"); ok {
 		v, err := fsys.Getxattr(p, name)
-		if errors.Is(err, syscall.ENODATA) {
+		if errors.Is(err, errNoData) {
 			return f, fmt.Errorf("%s: %s: No such attribute", f.File, name)
 		}
 		if err != nil {

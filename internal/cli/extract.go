@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/gobtrfs/btrfs/internal/extract"
@@ -34,7 +36,10 @@ and exits with status 1 at the end, naming each path it could not extract.`,
 			defer fsys.Close()
 			bar := newProgress(cmd.ErrOrStderr(), quiet, "extract", 0)
 			_, err = extract.Run(cmd.Context(), fsys, p, args[1], extract.Options{
-				Workers: workers, NoOwners: noOwners, NoXattrs: noXattrs, Progress: bar.add})
+				Workers: workers, NoOwners: noOwners, NoXattrs: noXattrs, Progress: bar.add,
+				Warn: func(p string, err error) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "gobtrfs: extract: %s: skipped: %v\n", p, err)
+				}})
 			bar.finish()
 			return err
 		},

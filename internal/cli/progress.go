@@ -6,8 +6,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // progress draws a one-line progress display on a terminal. It is silent
@@ -28,8 +26,7 @@ type progress struct {
 func newProgress(w io.Writer, quiet bool, label string, total int64) *progress {
 	p := &progress{w: w, label: label, total: total, start: time.Now()}
 	if f, ok := w.(*os.File); ok && !quiet {
-		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-		p.on = err == nil
+		p.on = isTerminal(f)
 	}
 	return p
 }

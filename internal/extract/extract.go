@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gobtrfs/btrfs"
 )
 
@@ -30,6 +28,12 @@ type Options struct {
 	NoXattrs bool
 	// Progress, if set, is called after each file with the bytes copied.
 	Progress func(bytes int64)
+	// Warn, if set, is told about each entry or attribute skipped because
+	// the host cannot represent it (device nodes, fifos, sockets and
+	// extended attributes on Windows); err wraps errors.ErrUnsupported.
+	// Such skips are not failures. It may be called from several
+	// goroutines at once.
+	Warn func(path string, err error)
 }
 
 // Failure is one path that could not be extracted.
@@ -68,7 +72,9 @@ func (e *Error) Unwrap() []error {
 // Stats counts what a Run made.
 type Stats struct {
 	Files, Dirs, Symlinks, Hardlinks, Special int
-	Bytes                                     int64
+	// Skipped counts what the host cannot represent (see Options.Warn).
+	Skipped int
+	Bytes   int64
 }
 
 type inodeID struct{ subvol, ino uint64 }
@@ -177,6 +183,17 @@ func (r *runner) fail(name string, err error) {
 	r.mu.Unlock()
 }
 
+// skip records an entry (or a part of one) the host cannot represent: not
+// a failure, but counted and passed to Options.Warn.
+func (r *runner) skip(name string, err error) {
+	r.mu.Lock()
+	r.stats.Skipped++
+	r.mu.Unlock()
+	if r.opts.Warn != nil {
+		r.opts.Warn(name, err)
+	}
+}
+
 func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
 	st := fi.Sys().(*btrfs.Stat)
 	r.mu.Lock()
@@ -211,6 +228,10 @@ func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
 
 // entry extracts one directory entry of any kind.
 func (r *runner) entry(name, dst string, fi fs.FileInfo) {
+	if err := checkHostName(path.Base(name)); err != nil {
+		r.fail(name, err)
+		return
+	}
 	st := fi.Sys().(*btrfs.Stat)
 	mode := fi.Mode()
 	if mode.IsDir() {
@@ -255,8 +276,10 @@ func (r *runner) entry(name, dst string, fi fs.FileInfo) {
 		}
 		r.count(func(s *Stats) { s.Symlinks++ })
 	default:
-		dev := unix.Mkdev(st.RdevMajor, st.RdevMinor)
-		if err := unix.Mknod(dst, st.Mode, int(dev)); err != nil {
+		if err := mknodHost(dst, st.Mode, st.RdevMajor, st.RdevMinor); errors.Is(err, errors.ErrUnsupported) {
+			r.skip(name, err)
+			return
+		} else if err != nil {
 			r.fail(name, fmt.Errorf("mknod: %w", err))
 			return
 		}

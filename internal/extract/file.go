@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs"
 )
@@ -63,35 +60,11 @@ func (r *runner) applyMeta(name, dst string, st *btrfs.Stat, isDir bool) {
 		r.applyXattrs(name, dst)
 	}
 	if !isLink {
-		if err := unix.Chmod(dst, st.Mode&0o7777); err != nil {
+		if err := chmodHost(dst, st.Mode&0o7777); err != nil {
 			r.fail(name, fmt.Errorf("chmod: %w", err))
 		}
 	}
-	ts := []unix.Timespec{unix.NsecToTimespec(st.Atime.UnixNano()), unix.NsecToTimespec(st.Mtime.UnixNano())}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := setTimes(dst, st.Atime, st.Mtime, isLink); err != nil {
 		r.fail(name, fmt.Errorf("set times: %w", err))
-	}
-}
-
-func (r *runner) applyXattrs(name, dst string) {
-	xs, err := r.fsys.Xattrs(name)
-	if err != nil {
-		r.fail(name, err)
-		return
-	}
-	for _, x := range xs {
-		if err := unix.Lsetxattr(dst, x.Name, x.Value, 0); err != nil {
-			// btrfs.* attributes are btrfs properties (compression); only a
-			// btrfs destination can hold them.
-			if strings.HasPrefix(x.Name, "btrfs.") && errors.Is(err, unix.ENOTSUP) {
-				continue
-			}
-			// Namespaces the host refuses to an unprivileged user (trusted.,
-			// security.) are skipped, as cp -a does; anything else is reported.
-			if !r.owner && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOTSUP)) {
-				continue
-			}
-			r.fail(name, fmt.Errorf("set xattr %s: %w", x.Name, err))
-		}
 	}
 }

@@ -1,0 +1,9 @@
+//go:build freebsd || openbsd || dragonfly
+
+package cli
+
+import "syscall"
+
+// errNoData is the library's error for a missing xattr on this host
+// (ENOATTR: there is no ENODATA here).
+const errNoData = syscall.ENOATTR

@@ -1,0 +1,15 @@
+//go:build darwin || freebsd || openbsd || netbsd || dragonfly
+
+package cli
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// isTerminal reports whether f is a terminal (it has termios settings).
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)
+	return err == nil
+}

@@ -1,0 +1,49 @@
+//go:build unix
+
+package extract
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// checkHostName accepts every btrfs name: they never contain '/' or NUL,
+// the only bytes a Unix name cannot hold.
+func checkHostName(string) error { return nil }
+
+// chmodHost sets all mode bits (07777), set-id and sticky included, which
+// os.Chmod would not pass through unchanged.
+func chmodHost(dst string, mode uint32) error { return unix.Chmod(dst, mode) }
+
+// setTimes sets nanosecond atime and mtime without following a symlink.
+func setTimes(dst string, atime, mtime time.Time, _ bool) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func (r *runner) applyXattrs(name, dst string) {
+	xs, err := r.fsys.Xattrs(name)
+	if err != nil {
+		r.fail(name, err)
+		return
+	}
+	for _, x := range xs {
+		if err := unix.Lsetxattr(dst, x.Name, x.Value, 0); err != nil {
+			// btrfs.* attributes are btrfs properties (compression); only a
+			// btrfs destination can hold them.
+			if strings.HasPrefix(x.Name, "btrfs.") && errors.Is(err, unix.ENOTSUP) {
+				continue
+			}
+			// Namespaces the host refuses to an unprivileged user (trusted.,
+			// security.) are skipped, as cp -a does; anything else is reported.
+			if !r.owner && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOTSUP)) {
+				continue
+			}
+			r.fail(name, fmt.Errorf("set xattr %s: %w", x.Name, err))
+		}
+	}
+}
