@@ -5,6 +5,7 @@ package btrfs
 import "syscall"
 
 // errNoData is what Getxattr and Removexattr return for an attribute the
-// inode does not have. Linux (and the other hosts with the errno) says
-// ENODATA there, so callers can compare with the error of lgetxattr(2).
+// inode does not have: ENODATA, as Linux's lgetxattr(2) says (macOS's
+// says ENOATTR, but we keep Linux's answer where the errno exists; the
+// BSDs without ENODATA use ENOATTR, errno_noattr.go).
 const errNoData = syscall.ENODATA

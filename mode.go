@@ -78,8 +78,9 @@ func FileModeOf(mode uint32) fs.FileMode {
 }
 
 // Mkdev encodes a device number as Mknod takes it and Stat reports it:
-// Linux's user-space dev_t, with the minor in bits 0-7 and 20-31 (and
-// 44-63) and the major in bits 8-19 (and 32-43). It is spelled out, not
+// Linux's user-space dev_t: the minor's low 8 bits in bits 0-7 and the
+// rest in bits 20-43, the major's low 12 bits in bits 8-19 and the rest
+// in bits 44-63. It is spelled out, not
 // taken from the host (unix.Mkdev), whose encoding differs on other
 // systems; btrfs stores this form on every system.
 func Mkdev(major, minor uint32) uint64 {

@@ -55,6 +55,12 @@ type writer struct {
 // after it (Commit reopens the read side). Paths reach into nested
 // subvolumes; read-only subvolumes refuse changes (EROFS). opts may be
 // nil.
+//
+// Small data writes are written behind the call that makes them (see
+// docs/design/0008). When such a write fails, the error comes back from
+// the next data change, data read or Commit, and the transaction is
+// aborted by the next change that sees it or by Commit: the image stays
+// as the last commit left it.
 func OpenWritable(path string, opts *Options) (*FS, error) {
 	return openWritableWith(path, opts, blockdev.ScanOptions{})
 }

@@ -82,7 +82,10 @@ func (pd *PreparedData) inlineFor(content []byte) func() ([]byte, error) {
 }
 
 // compressInline compresses content for an inline extent: the stream, or
-// nil when it does not come out smaller.
+// nil when it does not come out smaller. The heuristic (compress.Worth)
+// is not asked: the kernel asks it about the file's one sector, which is
+// mostly the zeros after an inline-sized file, and that practically
+// always says yes.
 func compressInline(content []byte, pol dataPolicy) ([]byte, error) {
 	out, _, err := compress.Compress(pol.comp, content, pol.level, int(pol.ss))
 	if err != nil || len(out) >= len(content) {

@@ -30,8 +30,10 @@ func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 	prepared := make(chan readBatch, 1)
 	spare := make(chan []byte, 2) // written buffers, for the reader to fill again
 	done := make(chan struct{})
-	var pol atomic.Pointer[dataPolicy] // the file's policy as the last write left it
-	pol.Store(&w.base)
+	// The file's policy as the last write left it; nil until the first
+	// write reports it, so no batch is prepared for a policy the file
+	// does not have (inode flags).
+	var pol atomic.Pointer[dataPolicy]
 	defer func() {
 		// r is not read after WriteFrom returns: wait for the reader
 		// (which the preparer's end waits for).
@@ -39,8 +41,11 @@ func (fsys *FS) WriteFrom(name string, r io.Reader, off int64) (int64, error) {
 		for range prepared {
 		}
 	}()
-	go readBatches(r, off%int64(fsys.sb.SectorSize), read, spare, done)
-	go fsys.prepareBatches(read, prepared, off, &pol, done)
+	// The sector size comes from the open's fixed policy: a Commit on
+	// another goroutine replaces the read side (and fsys.sb) meanwhile.
+	ss := int64(w.base.ss)
+	go readBatches(r, off%ss, read, spare, done)
+	go fsys.prepareBatches(read, prepared, off, ss, &pol, done)
 	var total int64
 	for b := range prepared {
 		if len(b.data) > 0 {
@@ -78,12 +83,19 @@ type readBatch struct {
 // boundary, with the policy the file had after the last write (a batch
 // prepared under another one is prepared again by its write), and passes
 // every batch on to out, in order, until in closes.
-func (fsys *FS) prepareBatches(in <-chan readBatch, out chan<- readBatch, off int64, pol *atomic.Pointer[dataPolicy], done <-chan struct{}) {
+func (fsys *FS) prepareBatches(in <-chan readBatch, out chan<- readBatch, off, ss int64, pol *atomic.Pointer[dataPolicy], done <-chan struct{}) {
 	defer close(out)
 	at := off
 	for b := range in {
-		if len(b.data) > 0 && at%int64(fsys.sb.SectorSize) == 0 {
-			b.pd, _ = fsys.prepareWith(b.data, *pol.Load()) // on error the write prepares and reports
+		select {
+		case <-done:
+			for range in { // let the reader see done and end
+			}
+			return
+		default:
+		}
+		if p := pol.Load(); p != nil && len(b.data) > 0 && at%ss == 0 {
+			b.pd, _ = fsys.prepareWith(b.data, *p) // on error the write prepares and reports
 		}
 		at += int64(len(b.data))
 		select {
@@ -122,6 +134,11 @@ func readBatches(r io.Reader, skew int64, out chan<- readBatch, spare <-chan []b
 		}
 		if buf == nil {
 			buf = make([]byte, n)
+		}
+		select {
+		case <-done: // the writer stopped: read no more of r
+			return
+		default:
 		}
 		k, err := io.ReadFull(r, buf)
 		select {

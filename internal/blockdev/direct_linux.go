@@ -23,16 +23,19 @@ import (
 //
 // The bytes are copied into page-aligned bounce buffers (anonymous
 // mappings), because O_DIRECT wants aligned memory and Go gives no such
-// guarantee for a slice. Where the filesystem refuses O_DIRECT (tmpfs)
-// or an aligned write (EINVAL), direct writes are switched off and every
-// write stays buffered.
+// guarantee for a slice. Where the system refuses to open the file with
+// O_DIRECT, or a direct write fails with EINVAL before writing anything
+// (alignment the filesystem does not take), direct writes are switched
+// off and every write is buffered from then on. (tmpfs takes O_DIRECT
+// since Linux 6.6.)
 type directIO struct {
-	mu     sync.Mutex
-	opened bool
-	f      *os.File // nil: not available
-	free   [][]byte // bounce buffers not in use
-	all    [][]byte // every bounce buffer, unmapped by close
-	writes int      // direct writes done, for tests
+	mu       sync.Mutex
+	opened   bool
+	disabled bool
+	f        *os.File // nil: not available; kept open until close
+	free     [][]byte // bounce buffers not in use
+	all      [][]byte // every bounce buffer, unmapped by close
+	writes   int      // direct writes done, for tests
 }
 
 // writeAt writes p at off of the file src with O_DIRECT, when it can.
@@ -80,7 +83,7 @@ func (d *directIO) acquire(src *os.File) (*os.File, []byte) {
 			d.f = f
 		}
 	}
-	if d.f == nil {
+	if d.f == nil || d.disabled {
 		return nil, nil
 	}
 	if n := len(d.free); n > 0 {
@@ -103,15 +106,12 @@ func (d *directIO) release(b []byte) {
 	d.mu.Unlock()
 }
 
-// disable switches direct writes off for good.
+// disable switches direct writes off for good. The descriptor stays open
+// until close: another goroutine may be writing through it.
 func (d *directIO) disable() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.opened = true
-	if d.f != nil {
-		d.f.Close()
-		d.f = nil
-	}
+	d.disabled = true
 }
 
 // count returns the number of direct writes made.

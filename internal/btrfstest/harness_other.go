@@ -11,13 +11,14 @@ import (
 )
 
 // This file keeps the harness API compiling on hosts other than Linux, so
-// that every test package builds (and `go vet` checks it) there too. Loop
+// that test packages can build there too. Loop
 // devices, kernel mounts and the host-side scanner need Linux: their
 // stand-ins here skip the calling test, or fail it when InteropEnv is set,
 // exactly as RequireInterop does for a missing requirement. Fixtures still
 // work (decompressed without the cache). The declarations mirror the Linux
-// files; a field or function added there and used by a test shows up here
-// as a cross-build vet failure.
+// files by hand: CI cross-builds the packages but not their tests (which
+// need Linux), so a field or function added there and used by a test
+// must be added here too.
 
 // FixtureCacheEnv names the fixture cache directory; the cache is Linux-only
 // (it copies with SEEK_DATA and copy_file_range), so it is ignored here.

@@ -172,6 +172,7 @@ func Check(tb testing.TB, devs []string, dataCsum bool) {
 		// now has mounted: this filesystem is not mounted (the fsid lock
 		// is ours, the devices read-only), so skip the mount check.
 		if strings.Contains(err.Error(), "is currently mounted") && args[2] != "--force" {
+			tb.Logf("btrfs check: %s reported as mounted (a stale device record); checking with --force", targets[0])
 			args = append(args[:2], append([]string{"--force"}, args[2:]...)...)
 		}
 		time.Sleep(time.Duration(200*(attempt+1)) * time.Millisecond)

@@ -21,6 +21,12 @@ func checkHostName(name string) error {
 	}); i >= 0 {
 		return fmt.Errorf("name %q: %q cannot be in a file name on %s: %w", name, name[i], runtime.GOOS, errors.ErrUnsupported)
 	}
+	if strings.HasSuffix(name, ".") || strings.HasSuffix(name, " ") {
+		return fmt.Errorf("name %q: a name ending in a dot or space is changed by %s: %w", name, runtime.GOOS, errors.ErrUnsupported)
+	}
+	if reservedDeviceName(name) {
+		return fmt.Errorf("name %q: names a device on %s (writing it would not make a file): %w", name, runtime.GOOS, errors.ErrUnsupported)
+	}
 	return nil
 }
 

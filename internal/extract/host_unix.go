@@ -5,6 +5,7 @@ package extract
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -32,6 +33,13 @@ func (r *runner) applyXattrs(name, dst string) {
 		return
 	}
 	for _, x := range xs {
+		// Off Linux only user. attributes mean the same thing (the
+		// system. and security. ones are Linux formats, such as POSIX
+		// ACLs, another kernel would store as raw bytes or refuse).
+		if runtime.GOOS != "linux" && !strings.HasPrefix(x.Name, "user.") {
+			r.skip(name, fmt.Errorf("xattr %s: only user. attributes are written on %s: %w", x.Name, runtime.GOOS, errors.ErrUnsupported))
+			continue
+		}
 		if err := unix.Lsetxattr(dst, x.Name, x.Value, 0); err != nil {
 			// btrfs.* attributes are btrfs properties (compression); only a
 			// btrfs destination can hold them.

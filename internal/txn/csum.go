@@ -124,7 +124,10 @@ func (t *Txn) appendCsums(ct *ctree.Tree, start, end uint64, sums []byte) (done 
 		}
 		return touching <= 1, nil
 	})
-	if err != nil || touching != 1 || prevLen%cs != 0 || prev.Offset+uint64(prevLen/cs)*sector != start ||
+	// A malformed neighbour (empty, unaligned) is left to the general
+	// path, which reports it as corrupt.
+	if err != nil || touching != 1 || prevLen == 0 || prevLen%cs != 0 || prev.Offset%sector != 0 ||
+		prev.Offset+uint64(prevLen/cs)*sector != start ||
 		prevLen+len(sums) > t.maxCsumsPerItem()*cs {
 		return false, err
 	}

@@ -11,8 +11,9 @@ import (
 // an image writes thousands of small files one after another into one
 // free range; one pwrite each costs more in system calls than in bytes,
 // and it holds up the goroutine that makes the changes. So writes below
-// stageLarge that continue the one before on disk are copied into a
-// staging buffer of stageSize, and a full buffer is written by its own
+// stageLarge are copied into a staging buffer of stageSize; one that does
+// not continue the staged bytes on disk, or does not fit, sends the
+// buffer off and starts the next. A buffer sent off is written by its own
 // goroutine while the next fills.
 //
 // Order is kept: at most one buffer is in flight, and a write that is
