@@ -32,17 +32,25 @@ func csumKey(logical uint64) disk.Key {
 	return disk.Key{ObjectID: disk.ExtentCsumObjectID, Type: disk.ExtentCsumKey, Offset: logical}
 }
 
+// csumSearchFrom is where a search for the csum items touching start
+// begins: an item starting earlier covers at most a leaf's worth of
+// sectors.
+func (t *Txn) csumSearchFrom(start uint64) uint64 {
+	cs := t.fs.sb.CsumType.Size()
+	reach := uint64(int(t.fs.sb.NodeSize)/cs) * uint64(t.fs.sb.SectorSize)
+	if start > reach {
+		return start - reach
+	}
+	return 0
+}
+
 // csumItemsAround returns the EXTENT_CSUM items that overlap or touch
 // [start, end) in ascending order. An item starting before start can
 // cover at most a leaf's worth of sectors, which bounds the search.
 func (t *Txn) csumItemsAround(ct *ctree.Tree, start, end uint64) ([]csumRun, error) {
 	cs := t.fs.sb.CsumType.Size()
 	sector := uint64(t.fs.sb.SectorSize)
-	reach := uint64(int(t.fs.sb.NodeSize)/cs) * sector
-	from := uint64(0)
-	if start > reach {
-		from = start - reach
-	}
+	from := t.csumSearchFrom(start)
 	var runs []csumRun
 	err := ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {
 		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
@@ -107,11 +115,7 @@ func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
 func (t *Txn) appendCsums(ct *ctree.Tree, start, end uint64, sums []byte) (done bool, err error) {
 	cs := t.fs.sb.CsumType.Size()
 	sector := uint64(t.fs.sb.SectorSize)
-	reach := uint64(int(t.fs.sb.NodeSize)/cs) * sector
-	from := uint64(0)
-	if start > reach {
-		from = start - reach
-	}
+	from := t.csumSearchFrom(start)
 	var prev disk.Key
 	prevLen, touching := 0, 0
 	err = ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {
