@@ -94,6 +94,7 @@ func benchCPU(who int) time.Duration {
 // benchMkfsPair runs both sides b.N times on src and reports the metrics.
 func benchMkfsPair(b *testing.B, src string, opts mkfs.BuildOptions) {
 	var ours, progs benchSide
+	cli := benchCLI(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -102,12 +103,15 @@ func benchMkfsPair(b *testing.B, src string, opts mkfs.BuildOptions) {
 		benchPrepareSource(b, src)
 		b.StartTimer()
 		start, cpu := time.Now(), benchCPU(unix.RUSAGE_SELF)
-		if _, err := mkfs.Build(img, func() (mkfs.Source, error) { return mkfs.OpenDir(src) }, opts); err != nil {
+		if cli != "" {
+			ours.cpu += benchRunCLI(b, cli, src, img, opts)
+		} else if _, err := mkfs.Build(img, func() (mkfs.Source, error) { return mkfs.OpenDir(src) }, opts); err != nil {
 			b.Fatalf("mkfs.Build: %v", err)
+		} else {
+			ours.cpu += benchCPU(unix.RUSAGE_SELF) - cpu
 		}
 		benchFsync(b, img)
 		ours.time += time.Since(start)
-		ours.cpu += benchCPU(unix.RUSAGE_SELF) - cpu
 		b.StopTimer()
 		ours.add(b, img)
 		if i == 0 {
@@ -257,4 +261,35 @@ func benchFill(r *rand.Rand, p []byte, half bool) {
 			p[i+j] = byte(v >> (8 * j))
 		}
 	}
+}
+
+// benchCLI builds the gobtrfs command when GOBTRFS_BENCH_CLI=1, so our
+// side runs as a fresh process like mkfs.btrfs (what a user runs, with
+// the command's own runtime settings); "" runs mkfs.Build in process.
+func benchCLI(b *testing.B) string {
+	if os.Getenv("GOBTRFS_BENCH_CLI") != "1" {
+		return ""
+	}
+	bin := filepath.Join(b.TempDir(), "gobtrfs")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/gobtrfs/btrfs/cmd/gobtrfs").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// benchRunCLI runs `gobtrfs mkfs` with the options opts stands for and
+// returns the child's CPU time.
+func benchRunCLI(b *testing.B, bin, src, img string, opts mkfs.BuildOptions) time.Duration {
+	args := []string{"mkfs", "-q", "--rootdir", src}
+	if opts.Shrink {
+		args = append(args, "--shrink")
+	}
+	if opts.Compress != "" {
+		args = append(args, "--compress", opts.Compress)
+	}
+	cmd := exec.Command(bin, append(args, img)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("gobtrfs %v: %v\n%s", args, err, out)
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }

@@ -7,11 +7,22 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
 
 	"github.com/gobtrfs/btrfs/internal/cli"
 )
 
+// gcPercent is the garbage collector's target unless GOGC says otherwise.
+// The commands are short batch jobs whose heap holds little that lives
+// long (buffers, per-transaction caches): a higher target spends less
+// CPU on collections that free little, for a heap at most a few times
+// larger (about 10% faster image builds measured, docs/benchmarks.md).
+const gcPercent = 400
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	// Ctrl-C cancels long work (mkfs, cp, extract) between steps, so
 	// what was committed stays consistent.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
