@@ -175,16 +175,12 @@ func (c *wctx) resolveRegular(name string) (*winode, error) {
 // extending its size when the write ends past it; the range between the
 // old end and off reads as zeros. It returns len(p) or an error.
 func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
-	return fsys.writeAt(name, p, off, nil)
+	return fsys.writeAtPolicy(name, p, off, nil, nil)
 }
 
-// writeAt is WriteAt with p prepared ahead (pd) or not (nil).
-func (fsys *FS) writeAt(name string, p []byte, off int64, pd *PreparedData) (int, error) {
-	return fsys.writeAtPolicy(name, p, off, pd, nil)
-}
-
-// writeAtPolicy is writeAt that also stores the file's data policy after
-// the write in after (when not nil), for the next batch of a stream.
+// writeAtPolicy is WriteAt with p prepared ahead (pd, or nil), that also
+// stores the file's data policy after the write in after (when not nil),
+// for the next batch of a stream.
 func (fsys *FS) writeAtPolicy(name string, p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
 	if off < 0 || off+int64(len(p)) < off {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
@@ -309,7 +305,7 @@ func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, f
 		return false, err
 	}
 	fill(content)
-	e, ok, err := inlineExtent(content, pol, limit, c.gen, pd.inlineFor(content))
+	e, ok, err := inlineExtent(content, pol, limit, c.gen, pd)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -323,16 +319,13 @@ func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, f
 
 // inlineExtent builds the inline item holding content, compressed when
 // the policy compresses and the stream is smaller; ok is false when
-// neither form fits the limit. pre, when not nil, compresses content
-// (or returns what was compressed ahead).
-func inlineExtent(content []byte, pol dataPolicy, limit int, gen disk.Generation, pre func() ([]byte, error)) (extent, bool, error) {
+// neither form fits the limit. pd (or nil) may hold content compressed
+// ahead.
+func inlineExtent(content []byte, pol dataPolicy, limit int, gen disk.Generation, pd *PreparedData) (extent, bool, error) {
 	e := extent{length: uint64(len(content)), fe: disk.FileExtentItem{Generation: gen,
 		RAMBytes: uint64(len(content)), Type: disk.FileExtentInline}}
 	if pol.comp != compress.None && len(content) > 0 {
-		if pre == nil {
-			pre = func() ([]byte, error) { return compressInline(content, pol) }
-		}
-		out, err := pre()
+		out, err := pd.inlineStream(content, pol)
 		if err != nil {
 			return extent{}, false, err
 		}

@@ -69,16 +69,14 @@ func (fsys *FS) prepareWith(p []byte, pol dataPolicy) (*PreparedData, error) {
 	return pd, nil
 }
 
-// Len is the number of data bytes.
-func (pd *PreparedData) Len() int { return len(pd.data) }
-
-// inlineFor returns what compresses content for an inline extent from
-// what was prepared, or nil when nothing prepared fits content.
-func (pd *PreparedData) inlineFor(content []byte) func() ([]byte, error) {
-	if pd == nil || !pd.inlineDone || !bytes.Equal(content, pd.data) {
-		return nil
+// inlineStream returns content compressed for an inline extent (nil
+// when that does not shrink it): what was prepared, when pd (which may
+// be nil) was prepared from exactly content, or compressed now.
+func (pd *PreparedData) inlineStream(content []byte, pol dataPolicy) ([]byte, error) {
+	if pd != nil && pd.inlineDone && bytes.Equal(content, pd.data) {
+		return pd.inline, nil
 	}
-	return func() ([]byte, error) { return pd.inline, nil }
+	return compressInline(content, pol)
 }
 
 // compressInline compresses content for an inline extent: the stream, or
@@ -101,5 +99,5 @@ func (fsys *FS) WritePrepared(name string, pd *PreparedData, off int64) (int, er
 	if pd == nil {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
-	return fsys.writeAt(name, pd.data, off, pd)
+	return fsys.writeAtPolicy(name, pd.data, off, pd, nil)
 }
