@@ -53,10 +53,17 @@ func newBlockReader(lr logicalReader, p disk.BlockParams, items disk.ItemCheckPa
 // ReadBlock implements ctree.Reader.
 func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
 	if n := br.cached(addr); n != nil {
-		if err := n.CheckExpect(br.params, e); err != nil {
+		err := n.CheckExpect(br.params, e)
+		if err == nil {
+			return n, nil
+		}
+		if n.Generation() == e.Generation || e.Generation == 0 {
 			return nil, err
 		}
-		return n, nil
+		// On a writable FS an address freed by one commit may hold a
+		// newer block after a later one: the cached block is stale, not
+		// damaged. Read what the device holds now.
+		br.forget(addr)
 	}
 	if uint64(addr)%uint64(br.items.SectorSize) != 0 {
 		return nil, &disk.CorruptError{Logical: addr, Tree: e.Owner, What: "tree block address not sector aligned"}
@@ -120,6 +127,24 @@ func (br *blockReader) cached(addr disk.LogicalAddr) disk.Node {
 		return el.Value.(*cachedBlock).node
 	}
 	return nil
+}
+
+// forget drops one cached block.
+func (br *blockReader) forget(addr disk.LogicalAddr) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if el, ok := br.index[addr]; ok {
+		br.lru.Remove(el)
+		delete(br.index, addr)
+	}
+}
+
+// setGeneration moves the checks to a new commit: blocks and items of
+// generations up to gen are valid. Called with the writer's lock held
+// exclusively (readers hold it shared while they use params).
+func (br *blockReader) setGeneration(gen disk.Generation) {
+	br.params.SuperGen = gen
+	br.items.SuperGen = gen
 }
 
 func (br *blockReader) insert(addr disk.LogicalAddr, n disk.Node) {

@@ -103,7 +103,12 @@ func (d *fsDirEntry) Type() fs.FileMode {
 	return FileModeOf(mode).Type()
 }
 func (d *fsDirEntry) Info() (fs.FileInfo, error) {
-	in, err := d.fsys.resolveEntry(d.dir, d.e)
+	defer d.fsys.rlock()()
+	dir, err := d.fsys.fresh(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	in, err := d.fsys.resolveEntry(dir, d.e)
 	if err != nil {
 		return nil, err
 	}

@@ -59,3 +59,12 @@ func (c *extentCache) put(k extentKey, data []byte) {
 		c.bytes -= len(e.data)
 	}
 }
+
+// clear forgets every extent.
+func (c *extentCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Init()
+	clear(c.index)
+	c.bytes = 0
+}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -18,13 +19,14 @@ const (
 type File struct {
 	fsys *FS
 	name string
-	in   *inode
+
+	// st is the inode and its extents as the FS showed them when they were
+	// loaded. On a writable FS it is replaced when a change or a commit
+	// happened since (FS.version), so an open file reads what the
+	// filesystem holds now, as a file open on Linux does.
+	st atomic.Pointer[fileState]
 
 	ra readahead
-
-	extOnce sync.Once
-	exts    []extent
-	extErr  error
 
 	mu      sync.Mutex // guards off and dirPos
 	off     int64
@@ -33,8 +35,57 @@ type File struct {
 	closed  bool
 }
 
+// fileState is one loaded version of an open file.
+type fileState struct {
+	ver uint64 // the FS version it was loaded at
+	in  *inode
+
+	extOnce sync.Once
+	exts    []extent
+	extErr  error
+}
+
+func newFile(fsys *FS, name string, in *inode) *File {
+	f := &File{fsys: fsys, name: name}
+	f.st.Store(&fileState{ver: fsys.version(), in: in})
+	return f
+}
+
+// state returns the file's current inode and extents, reloading them when
+// the filesystem changed since they were loaded. The caller holds the read
+// lock (FS.rlock). A file whose inode is gone (removed while open) fails
+// with fs.ErrNotExist.
+func (f *File) state() (*fileState, error) {
+	st := f.st.Load()
+	ver := f.fsys.version()
+	if st.ver == ver {
+		return st, nil
+	}
+	sv, err := f.fsys.subvolume(st.in.sv.id)
+	if err != nil {
+		return nil, err
+	}
+	in, err := f.fsys.findInode(sv, st.in.ino)
+	if err != nil {
+		return nil, err
+	}
+	if in == nil {
+		return nil, fs.ErrNotExist
+	}
+	nst := &fileState{ver: ver, in: in}
+	f.st.CompareAndSwap(st, nst)
+	return nst, nil
+}
+
 // Stat returns the file's FileInfo.
-func (f *File) Stat() (fs.FileInfo, error) { return &fileInfo{name: baseName(f.name), in: f.in}, nil }
+func (f *File) Stat() (fs.FileInfo, error) {
+	defer f.fsys.rlock()()
+	st, err := f.state()
+	if err != nil {
+		return nil, f.pathErr("stat", err)
+	}
+	return &fileInfo{name: baseName(f.name), in: st.in}, nil
+}
 
 // Close marks the file closed; later calls fail with fs.ErrClosed.
 func (f *File) Close() error {
@@ -47,9 +98,9 @@ func (f *File) Close() error {
 	return nil
 }
 
-func (f *File) extents() ([]extent, error) {
-	f.extOnce.Do(func() { f.exts, f.extErr = f.fsys.loadExtents(f.in) })
-	return f.exts, f.extErr
+func (st *fileState) extents(fsys *FS) ([]extent, error) {
+	st.extOnce.Do(func() { st.exts, st.extErr = fsys.loadExtents(st.in) })
+	return st.exts, st.extErr
 }
 
 func (f *File) pathErr(op string, err error) error {
@@ -58,13 +109,23 @@ func (f *File) pathErr(op string, err error) error {
 
 // ReadAt reads len(p) bytes at offset off; safe for concurrent use.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	if f.in.isDir() {
+	defer f.fsys.rlock()()
+	st, err := f.state()
+	if err != nil {
+		return 0, f.pathErr("read", err)
+	}
+	return f.readAtState(st, p, off)
+}
+
+// readAtState is ReadAt over one loaded state, with the read lock held.
+func (f *File) readAtState(st *fileState, p []byte, off int64) (int, error) {
+	if st.in.isDir() {
 		return 0, f.pathErr("read", syscall.EISDIR)
 	}
 	if off < 0 {
 		return 0, f.pathErr("read", fs.ErrInvalid)
 	}
-	size := int64(f.in.item.Size)
+	size := int64(st.in.item.Size)
 	if off >= size {
 		return 0, io.EOF
 	}
@@ -72,7 +133,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if int64(len(p)) > size-off {
 		want = p[:size-off]
 	}
-	if err := f.readAt(want, uint64(off)); err != nil {
+	if err := f.readAt(st, want, uint64(off)); err != nil {
 		return 0, f.pathErr("read", err)
 	}
 	if len(want) < len(p) {
@@ -82,8 +143,8 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // readAt fills p from file offset off, which lies within i_size.
-func (f *File) readAt(p []byte, off uint64) error {
-	exts, err := f.extents()
+func (f *File) readAt(st *fileState, p []byte, off uint64) error {
+	exts, err := st.extents(f.fsys)
 	if err != nil {
 		return err
 	}
@@ -100,7 +161,7 @@ func (f *File) readAt(p []byte, off uint64) error {
 			p, off = p[n:], e.start
 		}
 		n := min(uint64(len(p)), e.start+e.length-off)
-		if err := f.fsys.readExtent(f.in, e, p[:n], off, &f.ra); err != nil {
+		if err := f.fsys.readExtent(st.in, e, p[:n], off, &f.ra); err != nil {
 			return err
 		}
 		p, off = p[n:], off+n
@@ -111,12 +172,19 @@ func (f *File) readAt(p []byte, off uint64) error {
 
 // Read reads from the current offset.
 func (f *File) Read(p []byte) (int, error) {
+	// Lock order: the FS read lock before the file's own (Seek and ReadDir
+	// take them in this order too).
+	defer f.fsys.rlock()()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return 0, f.pathErr("read", fs.ErrClosed)
 	}
-	n, err := f.ReadAt(p, f.off)
+	st, err := f.state()
+	if err != nil {
+		return 0, f.pathErr("read", err)
+	}
+	n, err := f.readAtState(st, p, f.off)
 	f.off += int64(n)
 	if err == io.EOF && n > 0 {
 		err = nil
@@ -127,9 +195,14 @@ func (f *File) Read(p []byte) (int, error) {
 // Seek sets the offset for the next Read, as lseek does, including
 // SeekData and SeekHole.
 func (f *File) Seek(offset int64, whence int) (int64, error) {
+	defer f.fsys.rlock()()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	size := int64(f.in.item.Size)
+	st, err := f.state()
+	if err != nil {
+		return 0, f.pathErr("seek", err)
+	}
+	size := int64(st.in.item.Size)
 	var pos int64
 	switch whence {
 	case io.SeekStart:
@@ -140,7 +213,7 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 		pos = size + offset
 	case SeekData, SeekHole:
 		var err error
-		if pos, err = f.seekDataHole(offset, whence == SeekData); err != nil {
+		if pos, err = f.seekDataHole(st, offset, whence == SeekData); err != nil {
 			return 0, err
 		}
 	default:
@@ -156,20 +229,29 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 // SeekDataAt returns the first offset at or after off that holds data,
 // without moving the file's offset, so it is safe for concurrent use. Past
 // the last data it fails with ENXIO, like lseek(SEEK_DATA).
-func (f *File) SeekDataAt(off int64) (int64, error) { return f.seekDataHole(off, true) }
+func (f *File) SeekDataAt(off int64) (int64, error) { return f.seekAt(off, true) }
 
 // SeekHoleAt returns the first offset at or after off in a hole (the end of
 // the file counts as one), without moving the file's offset.
-func (f *File) SeekHoleAt(off int64) (int64, error) { return f.seekDataHole(off, false) }
+func (f *File) SeekHoleAt(off int64) (int64, error) { return f.seekAt(off, false) }
+
+func (f *File) seekAt(off int64, data bool) (int64, error) {
+	defer f.fsys.rlock()()
+	st, err := f.state()
+	if err != nil {
+		return 0, f.pathErr("seek", err)
+	}
+	return f.seekDataHole(st, off, data)
+}
 
 // seekDataHole finds the next data (or hole) offset at or after off. Past
 // the end it fails with ENXIO, as Linux does.
-func (f *File) seekDataHole(off int64, data bool) (int64, error) {
-	size := int64(f.in.item.Size)
+func (f *File) seekDataHole(st *fileState, off int64, data bool) (int64, error) {
+	size := int64(st.in.item.Size)
 	if off < 0 || off >= size {
 		return 0, f.pathErr("seek", syscall.ENXIO)
 	}
-	exts, err := f.extents()
+	exts, err := st.extents(f.fsys)
 	if err != nil {
 		return 0, f.pathErr("seek", err)
 	}
@@ -200,7 +282,17 @@ func (f *File) seekDataHole(off int64, data bool) (int64, error) {
 // ReadDir reads directory entries in the kernel's readdir order; n <= 0
 // reads all that remain.
 func (f *File) ReadDir(n int) ([]fs.DirEntry, error) {
-	if !f.in.isDir() {
+	defer f.fsys.rlock()()
+	return f.readDir(n)
+}
+
+// readDir is ReadDir with the read lock held.
+func (f *File) readDir(n int) ([]fs.DirEntry, error) {
+	st, err := f.state()
+	if err != nil {
+		return nil, f.pathErr("readdir", err)
+	}
+	if !st.in.isDir() {
 		return nil, f.pathErr("readdir", errNotDir)
 	}
 	f.mu.Lock()
@@ -211,13 +303,13 @@ func (f *File) ReadDir(n int) ([]fs.DirEntry, error) {
 		}
 		return nil, nil
 	}
-	ents, err := f.fsys.readDir(f.in, f.dirPos, n)
+	ents, err := f.fsys.readDir(st.in, f.dirPos, n)
 	if err != nil {
 		return nil, f.pathErr("readdir", err)
 	}
 	out := make([]fs.DirEntry, len(ents))
 	for i, e := range ents {
-		out[i] = &fsDirEntry{fsys: f.fsys, dir: f.in, e: e}
+		out[i] = &fsDirEntry{fsys: f.fsys, dir: st.in, e: e}
 		f.dirPos = e.index
 	}
 	if n <= 0 || len(ents) < n {

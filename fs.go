@@ -50,8 +50,12 @@ type subvol struct {
 	item  disk.RootItem
 }
 
-// Superblock returns a copy of the superblock the filesystem was opened from.
-func (fsys *FS) Superblock() disk.Superblock { return *fsys.sb }
+// Superblock returns a copy of the superblock of the last commit (the one
+// the filesystem was opened from, for read-only opens).
+func (fsys *FS) Superblock() disk.Superblock {
+	defer fsys.rlock()()
+	return *fsys.sb
+}
 
 // SectorSize is the filesystem's sector size.
 func (fsys *FS) SectorSize() uint32 { return fsys.sb.SectorSize }
@@ -67,6 +71,46 @@ func (fsys *FS) Close() error {
 	}
 	fsys.closers = nil
 	return errors.Join(errs...)
+}
+
+// rlock holds the read side steady for one read and returns its release.
+// On a writable FS a change swaps the roots reads start from and edits the
+// running transaction's blocks in place, and a commit moves the read side
+// to the new roots, so a read holds the writer's lock shared: reads never
+// wait for one another, only for a change or commit in progress, and never
+// see half a change. Read-only opens never change: no lock. Public read
+// methods take it once at their start and call only unlocked helpers
+// (a second RLock in one goroutine can deadlock behind a waiting writer).
+func (fsys *FS) rlock() (unlock func()) {
+	if fsys.w == nil {
+		return func() {}
+	}
+	fsys.w.mu.RLock()
+	return fsys.w.mu.RUnlock
+}
+
+// version counts the changes and commits of a writable FS (0 for
+// read-only opens): open files reload their inode when it moved.
+func (fsys *FS) version() uint64 {
+	if fsys.w == nil {
+		return 0
+	}
+	return fsys.w.version.Load()
+}
+
+// fresh returns in with its subvolume at the current root: an inode loaded
+// before a change or commit may carry a stale root. Read lock held.
+func (fsys *FS) fresh(in *inode) (*inode, error) {
+	if fsys.w == nil {
+		return in, nil
+	}
+	sv, err := fsys.subvolume(in.sv.id)
+	if err != nil || sv == in.sv {
+		return in, err
+	}
+	c := *in
+	c.sv = sv
+	return &c, nil
 }
 
 // cursor returns a cursor over tree root.

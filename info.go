@@ -49,6 +49,7 @@ type BlockGroupInfo struct {
 // Info reads the summary: devices from the chunk tree, block groups from
 // the extent tree (or the block-group tree when the filesystem has one).
 func (fsys *FS) Info() (*Info, error) {
+	defer fsys.rlock()()
 	sb := fsys.sb
 	info := &Info{Label: sb.LabelString(), UUID: sb.FSID.String(), Generation: uint64(sb.Generation),
 		NodeSize: sb.NodeSize, SectorSize: sb.SectorSize, Checksum: sb.CsumType.String(),
@@ -56,7 +57,7 @@ func (fsys *FS) Info() (*Info, error) {
 	info.Features, _ = disk.IncompatFlagNames(sb.IncompatFlags)
 	info.CompatRO, _ = disk.CompatROFlagNames(sb.CompatROFlags)
 	var err error
-	if info.DefaultSubvol, err = fsys.DefaultSubvolume(); err != nil {
+	if info.DefaultSubvol, err = fsys.defaultSubvolume(); err != nil {
 		return nil, err
 	}
 	if info.Devices, err = fsys.devices(); err != nil {

@@ -16,13 +16,21 @@ type inode struct {
 
 // loadInode reads the INODE_ITEM of ino in sv.
 func (fsys *FS) loadInode(sv *subvol, ino disk.ObjectID) (*inode, error) {
+	in, err := fsys.findInode(sv, ino)
+	if err == nil && in == nil {
+		k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
+		return nil, &disk.CorruptError{Tree: sv.id, Key: &k, What: "inode item missing"}
+	}
+	return in, err
+}
+
+// findInode is loadInode for an inode that may be gone (nil, nil): one an
+// open file named before a change removed it.
+func (fsys *FS) findInode(sv *subvol, ino disk.ObjectID) (*inode, error) {
 	k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
 	data, ok, err := fsys.lookupItem(sv.root, k)
-	if err != nil {
+	if err != nil || !ok {
 		return nil, err
-	}
-	if !ok {
-		return nil, &disk.CorruptError{Tree: sv.id, Key: &k, What: "inode item missing"}
 	}
 	in := &inode{sv: sv, ino: ino}
 	if err := in.item.Decode(data); err != nil {

@@ -40,6 +40,7 @@ func (fsys *FS) ChunkMap() *chunk.Map { return fsys.chunks }
 
 // Trees lists every tree with a ROOT_ITEM in the root tree, in key order.
 func (fsys *FS) Trees() ([]TreeRoot, error) {
+	defer fsys.rlock()()
 	c := fsys.cursor(fsys.rootTree)
 	var out []TreeRoot
 	ok, err := c.First()

@@ -25,15 +25,22 @@ func (fsys *FS) Open(name string) (fs.File, error) { return fsys.OpenFile(name) 
 
 // OpenFile is Open returning the concrete type.
 func (fsys *FS) OpenFile(name string) (*File, error) {
+	defer fsys.rlock()()
+	return fsys.openFile(name)
+}
+
+// openFile is OpenFile with the read lock held.
+func (fsys *FS) openFile(name string) (*File, error) {
 	in, err := fsys.walk("open", name, true)
 	if err != nil {
 		return nil, err
 	}
-	return &File{fsys: fsys, name: name, in: in}, nil
+	return newFile(fsys, name, in), nil
 }
 
 // Stat describes the named file, following symlinks.
 func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
+	defer fsys.rlock()()
 	in, err := fsys.walk("stat", name, true)
 	if err != nil {
 		return nil, err
@@ -43,6 +50,7 @@ func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
 
 // Lstat describes the named file without following a final symlink.
 func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
+	defer fsys.rlock()()
 	in, err := fsys.walk("lstat", name, false)
 	if err != nil {
 		return nil, err
@@ -52,11 +60,12 @@ func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
 
 // ReadDir lists the named directory sorted by name, as io/fs requires.
 func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
-	f, err := fsys.OpenFile(name)
+	defer fsys.rlock()()
+	f, err := fsys.openFile(name)
 	if err != nil {
 		return nil, err
 	}
-	ents, err := f.ReadDir(-1)
+	ents, err := f.readDir(-1)
 	if err != nil {
 		return nil, err
 	}
@@ -66,19 +75,21 @@ func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 
 // ReadFile returns the contents of the named file.
 func (fsys *FS) ReadFile(name string) ([]byte, error) {
-	f, err := fsys.OpenFile(name)
+	defer fsys.rlock()()
+	f, err := fsys.openFile(name)
 	if err != nil {
 		return nil, err
 	}
-	if f.in.isDir() {
+	st := f.st.Load()
+	if st.in.isDir() {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
 	}
-	size := f.in.item.Size
+	size := st.in.item.Size
 	if size > uint64(maxReadFile) {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}
 	}
 	buf := make([]byte, size)
-	n, err := f.ReadAt(buf, 0)
+	n, err := f.readAtState(st, buf, 0)
 	if err == io.EOF && n == len(buf) {
 		err = nil
 	}
@@ -91,6 +102,7 @@ const maxReadFile = 1 << 34
 
 // ReadLink returns the target of the named symlink.
 func (fsys *FS) ReadLink(name string) (string, error) {
+	defer fsys.rlock()()
 	in, err := fsys.walk("readlink", name, false)
 	if err != nil {
 		return "", err
@@ -111,9 +123,9 @@ func (fsys *FS) readlink(in *inode) (string, error) {
 	if size > 64<<10 {
 		return "", &fs.PathError{Op: "readlink", Err: syscall.ENAMETOOLONG}
 	}
-	f := &File{fsys: fsys, in: in}
+	f := newFile(fsys, "", in)
 	buf := make([]byte, size)
-	if err := f.readAt(buf, 0); err != nil {
+	if err := f.readAt(f.st.Load(), buf, 0); err != nil {
 		return "", err
 	}
 	return string(buf), nil

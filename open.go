@@ -43,10 +43,6 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths := make(map[disk.DevID]string)
-	for id, mem := range set.Members {
-		paths[id] = mem.Path
-	}
 	cached := make(map[disk.DevID]blockdev.Device)
 	raw := set.Devices()
 	for id, d := range raw {
@@ -55,6 +51,22 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 			return nil, err
 		}
 		cached[id] = c
+	}
+	v := newVolume(set, sb, m, cached, raw, o)
+	v.closers = []closerFunc{set.Close}
+	chunkRoot := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
+	if err := ctree.LoadChunkTree(v.blocks, chunkRoot, m); err != nil {
+		return nil, fmt.Errorf("chunk tree: %w", err)
+	}
+	return openVolume(v)
+}
+
+// newVolume makes the read side over devices: cached for tree blocks, raw
+// for file data (bulk reads would only evict tree blocks from a cache).
+func newVolume(set *blockdev.Set, sb *disk.Superblock, m *chunk.Map, cached, raw map[disk.DevID]blockdev.Device, o Options) *volume {
+	paths := make(map[disk.DevID]string)
+	for id, mem := range set.Members {
+		paths[id] = mem.Path
 	}
 	params := disk.BlockParams{NodeSize: int(sb.NodeSize), CsumType: sb.CsumType, FSID: sb.MetadataFSID(), SuperGen: sb.Generation}
 	items := disk.ItemCheckParams{SectorSize: sb.SectorSize, NodeSize: sb.NodeSize, CsumType: sb.CsumType, SuperGen: sb.Generation}
@@ -67,20 +79,21 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 		opts:     o,
 		subvols:  make(map[disk.ObjectID]*subvol),
 		ext:      newExtentCache(8 << 20),
-		closers:  []closerFunc{set.Close},
 	}
 	v.blocks = v.br
-	chunkRoot := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
-	if err := ctree.LoadChunkTree(v.blocks, chunkRoot, m); err != nil {
-		return nil, fmt.Errorf("chunk tree: %w", err)
-	}
+	return v
+}
+
+// openVolume finds the trees every read needs in a volume whose chunk map
+// is complete.
+func openVolume(v *volume) (*FS, error) {
+	sb := v.sb
 	v.rootTree = ctree.Root{Addr: sb.Root, Level: int(sb.RootLevel), Generation: sb.Generation, Owner: disk.RootTreeObjectID}
 	fsys := &FS{volume: v}
-	if ri, err := fsys.rootItem(disk.CsumTreeObjectID); err == nil {
-		v.csumRoot = ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.CsumTreeObjectID}
-	} else if !errors.Is(err, errNoRoot) {
-		return nil, fmt.Errorf("csum tree: %w", err)
+	if err := fsys.loadCsumRoot(); err != nil {
+		return nil, err
 	}
+	var err error
 	if fsys.top, err = fsys.subvolume(disk.FSTreeObjectID); err != nil {
 		return nil, fmt.Errorf("fs tree: %w", err)
 	}
@@ -90,6 +103,17 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 		return nil, fmt.Errorf("fs tree: %w", err)
 	}
 	return fsys, nil
+}
+
+// loadCsumRoot finds the csum tree's root in the root tree.
+func (fsys *FS) loadCsumRoot() error {
+	fsys.csumRoot = ctree.Root{}
+	if ri, err := fsys.rootItem(disk.CsumTreeObjectID); err == nil {
+		fsys.csumRoot = ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.CsumTreeObjectID}
+	} else if !errors.Is(err, errNoRoot) {
+		return fmt.Errorf("csum tree: %w", err)
+	}
+	return nil
 }
 
 // closerFunc adapts a Close method value to io.Closer.

@@ -32,7 +32,18 @@ func (fsys *FS) walk(op, name string, follow bool) (*inode, error) {
 	return in, nil
 }
 
-func (fsys *FS) rootInode() (*inode, error) { return fsys.loadInode(fsys.top, fsys.top.dirID) }
+// rootInode loads the view's root directory from its subvolume's current
+// root (a writable FS moves the root at every change).
+func (fsys *FS) rootInode() (*inode, error) {
+	sv := fsys.top
+	if fsys.w != nil {
+		var err error
+		if sv, err = fsys.subvolume(sv.id); err != nil {
+			return nil, err
+		}
+	}
+	return fsys.loadInode(sv, sv.dirID)
+}
 
 func (fsys *FS) walkFrom(name string, follow bool) (*inode, error) {
 	root, err := fsys.rootInode()

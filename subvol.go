@@ -33,6 +33,7 @@ type SubvolumeInfo struct {
 // order, with its path from the top level. Subvolumes being deleted (no
 // back reference left) are omitted, as btrfs-progs does.
 func (fsys *FS) Subvolumes() ([]SubvolumeInfo, error) {
+	defer fsys.rlock()()
 	c := fsys.cursor(fsys.rootTree)
 	var out []SubvolumeInfo
 	ok, err := c.Seek(disk.Key{ObjectID: disk.FirstFreeObjectID, Type: disk.RootItemKey})
@@ -144,6 +145,12 @@ func (fsys *FS) inodePath(sv *subvol, ino disk.ObjectID) (string, error) {
 // kernel mounts when no subvol option is given (5 unless set-default
 // changed it).
 func (fsys *FS) DefaultSubvolume() (uint64, error) {
+	defer fsys.rlock()()
+	return fsys.defaultSubvolume()
+}
+
+// defaultSubvolume is DefaultSubvolume with the read lock held.
+func (fsys *FS) defaultSubvolume() (uint64, error) {
 	name := []byte("default")
 	k := disk.Key{ObjectID: disk.RootTreeDirObjectID, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
 	data, ok, err := fsys.lookupItem(fsys.rootTree, k)
@@ -165,6 +172,7 @@ func (fsys *FS) DefaultSubvolume() (uint64, error) {
 // Subvolume returns a view of the filesystem rooted at subvolume id, sharing
 // fsys' devices and caches. Closing the view does nothing; close fsys.
 func (fsys *FS) Subvolume(id uint64) (*FS, error) {
+	defer fsys.rlock()()
 	sv, err := fsys.subvolume(disk.ObjectID(id))
 	if err != nil {
 		return nil, fmt.Errorf("subvolume %d: %w", id, err)
@@ -172,12 +180,15 @@ func (fsys *FS) Subvolume(id uint64) (*FS, error) {
 	if !disk.ObjectID(id).IsFSTree() {
 		return nil, fmt.Errorf("tree %d is not a subvolume", id)
 	}
-	return &FS{volume: fsys.volume, top: sv, view: true}, nil
+	// The view shares the write side's lock and version (it reads through
+	// the same running transaction) but refuses changes (view is set).
+	return &FS{volume: fsys.volume, top: sv, view: true, w: fsys.w}, nil
 }
 
 // SubvolumeAt returns the id of the subvolume whose root directory is the
 // named path (following symlinks), or an error if the path is not one.
 func (fsys *FS) SubvolumeAt(name string) (uint64, error) {
+	defer fsys.rlock()()
 	in, err := fsys.walk("subvolume", name, true)
 	if err != nil {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
@@ -24,7 +25,14 @@ var ErrAborted = errors.New("btrfs: transaction aborted, filesystem takes no mor
 // read path's cursors, because the transaction's dirty blocks live in the
 // engine and are not served to a ctree.Reader until they are written out.
 type writer struct {
-	mu    sync.RWMutex // changes and Commit hold it for writing
+	// mu orders changes, commits and reads: changes and commits hold it
+	// exclusively, reads shared (FS.rlock), so a read sees the last
+	// commit or the running transaction between two whole changes.
+	mu sync.RWMutex
+	// version counts changes, commits and aborts; open Files compare it
+	// with the version they loaded their inode at.
+	version atomic.Uint64
+
 	path  string
 	opts  Options
 	tfs   *txn.FS
@@ -75,6 +83,13 @@ func (fsys *FS) Commit() error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return fsys.commitLocked()
+}
+
+// commitLocked commits the running transaction, if any; w.mu is held
+// exclusively.
+func (fsys *FS) commitLocked() error {
+	w := fsys.w
 	if w.dead != nil {
 		return ErrAborted
 	}
@@ -88,33 +103,44 @@ func (fsys *FS) Commit() error {
 		fsys.showCommitted()
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
-	w.committed = nil
-	return fsys.reload()
+	return fsys.followCommit()
 }
 
-// reload replaces the read side with a fresh open of the committed
-// filesystem: block addresses freed by the commit may hold new blocks, so
-// the old block cache must not be reused.
-func (fsys *FS) reload() error {
-	nf, err := Open(fsys.w.path, &fsys.w.opts)
-	if err != nil {
+// followCommit moves the read side to the commit just made, without
+// reopening anything: the devices and their caches are the transaction
+// side's own (so they saw every write), the chunk map is shared, and what
+// could be stale is dropped: cached tree blocks are re-read when their
+// parent expects a newer generation (blockReader.ReadBlock), decoded
+// extents are forgotten (their addresses may be reused now that the
+// commit unpinned them), and subvolume roots and the csum root are read
+// again from the new root tree.
+func (fsys *FS) followCommit() error {
+	w := fsys.w
+	sb := w.tfs.Super()
+	fsys.sb = &sb
+	fsys.br.setGeneration(sb.Generation)
+	fsys.blocks = fsys.br
+	if cur, ok := fsys.data.(*txnDataReader); ok {
+		fsys.data = cur.base
+	}
+	w.committed = nil
+	fsys.ext.clear()
+	fsys.rootTree = ctree.Root{Addr: sb.Root, Level: int(sb.RootLevel), Generation: sb.Generation, Owner: disk.RootTreeObjectID}
+	fsys.mu.Lock()
+	clear(fsys.subvols)
+	fsys.mu.Unlock()
+	w.version.Add(1)
+	if err := fsys.loadCsumRoot(); err != nil {
 		// The commit is durable, but the read side cannot follow it:
 		// take no more changes rather than read a stale picture.
-		fsys.w.dead = err
-		fsys.blocks = fsys.br
-		if cur, ok := fsys.data.(*txnDataReader); ok {
-			fsys.data = cur.base
-		}
-		return fmt.Errorf("reopen after commit: %w", err)
+		w.dead = err
+		return fmt.Errorf("%s: after commit: %w", w.path, err)
 	}
-	old := fsys.volume
-	nf.closers = append(nf.closers, fsys.w.close)
-	fsys.volume, fsys.top = nf.volume, nf.top
-	var errs []error
-	for _, c := range old.closers[:len(old.closers)-1] {
-		errs = append(errs, c.Close())
+	if _, err := fsys.subvolume(fsys.top.id); err != nil {
+		w.dead = err
+		return fmt.Errorf("%s: after commit: %w", w.path, err)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // writable returns the write side, or an error for a read-only FS.
@@ -155,6 +181,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	started, err := fn(c)
 	if started && err == nil {
 		err = fsys.showTxn(w.t)
+		w.version.Add(1)
 	}
 	if err == nil {
 		return nil

@@ -3,6 +3,8 @@ package btrfs
 import (
 	"fmt"
 
+	"github.com/gobtrfs/btrfs/internal/disk"
+
 	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/txn"
 )
@@ -18,18 +20,37 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	if opts != nil {
 		o = *opts
 	}
+	// The devices are opened once, by the transaction side, each under a
+	// write-through cache: the read side reads tree blocks through the
+	// same caches, so every block a commit writes is what it reads next.
+	inner := scan.Open
+	if inner == nil {
+		inner = func(p string, ro bool) (blockdev.Device, error) { return blockdev.OpenFile(p, ro) }
+	}
+	budget := o.cacheBytes() / 4
+	scan.Open = func(p string, ro bool) (blockdev.Device, error) {
+		d, err := inner(p, ro)
+		if err != nil {
+			return nil, err
+		}
+		c, err := blockdev.NewCache(d, blockdev.CacheOptions{Budget: budget})
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		return c, nil
+	}
 	tfs, err := txn.OpenWith(append([]string{path}, o.Devices...), scan)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	fsys, err := Open(path, &o)
+	fsys, err := openShared(tfs, o)
 	if err != nil {
 		tfs.Close()
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	base, err := basePolicy(&o, fsys.sb.CsumType, uint64(fsys.sb.SectorSize))
 	if err != nil {
-		fsys.Close()
 		tfs.Close()
 		return nil, err
 	}
@@ -44,6 +65,23 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		return w.tfs.Close()
 	}
 	fsys.w = w
-	fsys.closers = append(fsys.closers, w.close)
+	fsys.closers = []closerFunc{w.close}
 	return fsys, nil
+}
+
+// openShared makes the read side of a writable FS over the transaction
+// side's devices (each a blockdev.Cache, see openWritableWith) and chunk
+// map.
+func openShared(tfs *txn.FS, o Options) (*FS, error) {
+	set := tfs.Set()
+	cached := set.Devices()
+	raw := make(map[disk.DevID]blockdev.Device, len(cached))
+	for id, d := range cached {
+		raw[id] = d
+		if c, ok := d.(*blockdev.Cache); ok {
+			raw[id] = c.Device()
+		}
+	}
+	sb := tfs.Super()
+	return openVolume(newVolume(set, &sb, tfs.Chunks(), cached, raw, o))
 }

@@ -28,17 +28,11 @@ func (fsys *FS) Shrink() (int64, error) {
 	defer w.mu.Unlock()
 	size, err := fsys.shrinkLocked(w)
 	if err != nil {
-		if w.dead == nil {
-			_ = fsys.reload() // show what the first commit made durable
-		}
 		return 0, err
 	}
 	var terr error
 	if fi, err := os.Stat(w.path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
 		terr = os.Truncate(w.path, int64(size))
-	}
-	if err := fsys.reload(); err != nil {
-		return 0, err
 	}
 	return int64(size), terr
 }
@@ -47,18 +41,8 @@ func (fsys *FS) Shrink() (int64, error) {
 // transaction of its own, with w.mu held throughout so no change slips in
 // between.
 func (fsys *FS) shrinkLocked(w *writer) (uint64, error) {
-	if w.dead != nil {
-		return 0, ErrAborted
-	}
-	if w.t != nil {
-		t := w.t
-		w.t = nil
-		if err := t.Commit(); err != nil {
-			w.dead = err
-			fsys.showCommitted()
-			return 0, fmt.Errorf("%s: %w", w.path, err)
-		}
-		w.committed = nil
+	if err := fsys.commitLocked(); err != nil {
+		return 0, err
 	}
 	t, err := w.tfs.Begin()
 	if err != nil {
@@ -73,5 +57,5 @@ func (fsys *FS) shrinkLocked(w *writer) (uint64, error) {
 		w.dead = err
 		return 0, &fs.PathError{Op: "shrink", Path: w.path, Err: err}
 	}
-	return size, nil
+	return size, fsys.followCommit()
 }

@@ -124,4 +124,5 @@ func (fsys *FS) showCommitted() {
 	fsys.subvols[cv.top.id] = cv.top
 	fsys.mu.Unlock()
 	fsys.w.committed = nil
+	fsys.w.version.Add(1)
 }

@@ -200,3 +200,13 @@ func (fs *FS) Close() error {
 	}
 	return fs.set.Close()
 }
+
+// Set returns the devices the FS writes to. The filesystem layer reads
+// through the same devices (so a cache under them sees every write); it
+// must not close them: Close does.
+func (fs *FS) Set() *blockdev.Set { return fs.set }
+
+// Chunks returns the chunk map transactions keep current (chunks a running
+// transaction adds appear in it at once; nothing committed points there
+// until the transaction commits). chunk.Map is safe for concurrent use.
+func (fs *FS) Chunks() *chunk.Map { return fs.chunks }
