@@ -65,6 +65,7 @@ const readaheadSize = 128 << 10
 // readahead is a File's window of verified extent bytes.
 type readahead struct {
 	mu    sync.Mutex
+	ver   uint64           // FS version the window was read at
 	start disk.LogicalAddr // logical address of data[0]
 	data  []byte
 }
@@ -76,6 +77,12 @@ func (fsys *FS) readAhead(in *inode, e *extent, dst []byte, pos uint64, ra *read
 	logical := fe.DiskBytenr + disk.LogicalAddr(pos)
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
+	// After a change the window's addresses may hold other data (freed
+	// extents are reused), so it is only good for the version it was
+	// read at.
+	if ver := fsys.version(); ra.ver != ver {
+		ra.ver, ra.data = ver, ra.data[:0]
+	}
 	if logical < ra.start || logical+disk.LogicalAddr(len(dst)) > ra.start+disk.LogicalAddr(len(ra.data)) {
 		ss := uint64(fsys.sb.SectorSize)
 		a := uint64(logical) / ss * ss

@@ -39,6 +39,17 @@ type Options struct {
 	// times, subvolume creation times); nil means time.Now. Reproducible
 	// image builds pass a fixed clock.
 	Now func() time.Time
+
+	// CommitInterval is how often a writable FS commits in the
+	// background, like the kernel's commit= mount option: a transaction
+	// older than this is committed. 0 means 30 seconds, negative never.
+	CommitInterval time.Duration
+	// DirtyLimit bounds what one transaction holds (file data written
+	// plus dirty tree blocks, in bytes): the change that passes it
+	// commits before it returns, and other changes wait, so memory stays
+	// bounded however much is written. 0 means a tenth of the machine's
+	// memory (at least 32 MiB); negative means no limit.
+	DirtyLimit int64
 }
 
 func (o *Options) cacheBytes() int64 {

@@ -32,6 +32,16 @@ type writer struct {
 	// version counts changes, commits and aborts; open Files compare it
 	// with the version they loaded their inode at.
 	version atomic.Uint64
+	// seq counts successful changes; durable is seq as of the last
+	// commit (Sync's group commit compares them). seq is written under mu
+	// and read without it.
+	seq     atomic.Uint64
+	durable uint64    // protected by mu
+	began   time.Time // when the running transaction began; protected by mu
+	limit   uint64    // Options.DirtyLimit resolved; immutable
+
+	stop, stopped chan struct{} // the background committer (sync.go)
+	bgErr         error         // its first failure; protected by mu
 
 	path  string
 	opts  Options
@@ -53,16 +63,17 @@ type writer struct {
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
-// path for reading and writing. Changes (Mkdir, Setxattr, ...) go into one
-// transaction that Commit makes durable; Close drops uncommitted changes.
+// path for reading and writing. Changes (Mkdir, Setxattr, ...) go into the
+// running transaction; Commit, Sync, the background committer (every
+// Options.CommitInterval) and Close make them durable, as the kernel's
+// transaction commits do; Rollback drops them.
 //
-// The io/fs reads of the returned FS (Open, Stat, ReadDir, Xattrs, ...)
-// see every change made so far, committed or not. Reads must not run
-// concurrently with changes or Commit (a change swaps the roots reads
-// start from), and views made by Subvolume before a Commit stop working
-// after it (Commit reopens the read side). Paths reach into nested
-// subvolumes; read-only subvolumes refuse changes (EROFS). opts may be
-// nil.
+// The FS is safe for any number of goroutines. Its io/fs reads (Open,
+// Stat, ReadDir, Xattrs, ...) see every change made so far, committed or
+// not, never half of one; reads run beside one another, and wait only for
+// a change or commit in progress. Views made by Subvolume follow commits
+// too. Paths reach into nested subvolumes; read-only subvolumes refuse
+// changes (EROFS). opts may be nil.
 //
 // Small data writes are written behind the call that makes them (see
 // docs/design/0008). When such a write fails, the error comes back from
@@ -103,6 +114,7 @@ func (fsys *FS) commitLocked() error {
 		fsys.showCommitted()
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
+	w.durable = w.seq.Load()
 	return fsys.followCommit()
 }
 
@@ -172,6 +184,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 			return &fs.PathError{Op: op, Path: name, Err: err}
 		}
 		w.cache = newTxCache()
+		w.began = time.Now()
 	}
 	tr, err := w.t.Tree(disk.FSTreeObjectID)
 	if err != nil {
@@ -182,8 +195,16 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if started && err == nil {
 		err = fsys.showTxn(w.t)
 		w.version.Add(1)
+		w.seq.Add(1)
 	}
 	if err == nil {
+		if w.limit > 0 && w.t != nil && w.t.DirtyBytes() >= w.limit {
+			// Past the dirty limit: commit now, while later changes wait
+			// for the lock, instead of letting the transaction grow.
+			if err := fsys.commitLocked(); err != nil {
+				return &fs.PathError{Op: op, Path: name, Err: err}
+			}
+		}
 		return nil
 	}
 	if started {

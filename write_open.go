@@ -54,18 +54,13 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		tfs.Close()
 		return nil, err
 	}
-	w := &writer{path: path, opts: o, tfs: tfs, base: base, maxInline: maxInline(&o, fsys.sb)}
-	w.close = func() error {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.t != nil {
-			w.t.Abort()
-			w.t = nil
-		}
-		return w.tfs.Close()
-	}
+	w := &writer{path: path, opts: o, tfs: tfs, base: base, maxInline: maxInline(&o, fsys.sb), limit: o.dirtyLimit()}
+	w.close = func() error { return w.closeWriter(fsys) }
 	fsys.w = w
 	fsys.closers = []closerFunc{w.close}
+	if iv := o.commitInterval(); iv > 0 {
+		fsys.startCommitter(iv)
+	}
 	return fsys, nil
 }
 

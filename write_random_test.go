@@ -676,15 +676,21 @@ func runRandomImage(t *testing.T, im randomImage) {
 		ru.randomOps(ops / commits)
 		ru.commitAndCompare(devs)
 	}
-	// Work that is never committed: Close drops it.
+	// Work that is never committed: Rollback drops it.
 	saved := ru.m.clone()
+	ru.randomOps(ops / commits / 4)
+	if err := ru.fsys.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	ru.m = saved
+	ru.compareModel("our read view after rolling back uncommitted work", ourTree(t, ru.fsys), false)
+	// Work left uncommitted at Close: Close commits it, as an unmount.
 	ru.randomOps(ops / commits / 4)
 	if err := ru.fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ru.m = saved
 	ru.setFS(openWritable(t, devs))
-	ru.compareModel("our read view after dropping uncommitted work", ourTree(t, ru.fsys), false)
+	ru.compareModel("our read view after Close committed", ourTree(t, ru.fsys), false)
 	if err := ru.fsys.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -189,9 +189,15 @@ func TestWriteInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareRead(t, fsys, want) // the writable FS reads the new commit
-	// Uncommitted changes are dropped by Close.
+	// Rollback drops uncommitted changes; Close then has nothing to commit.
 	if err := fsys.Mkdir("dropped", 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if err := fsys.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat("dropped"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Stat after Rollback: %v", err)
 	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)

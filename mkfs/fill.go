@@ -179,6 +179,9 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	if err == nil && opts.Shrink {
 		_, err = fsys.Shrink()
 	}
+	if err != nil {
+		_ = fsys.Rollback() // a failed build commits nothing more
+	}
 	if cerr := fsys.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

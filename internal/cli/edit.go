@@ -158,8 +158,10 @@ func wordCommand(w *word) *cobra.Command {
 			}
 			if err == nil && !w.readOnly {
 				err = s.fsys.Commit()
+			} else if err != nil && !w.readOnly {
+				// A failing argument drops the whole command's changes.
+				err = errors.Join(err, s.fsys.Rollback())
 			}
-			// Close drops whatever was not committed.
 			return errors.Join(err, s.fsys.Close())
 		},
 	}
@@ -191,7 +193,11 @@ func newEditCommand() *cobra.Command {
 				return err
 			}
 			err = runScript(fsys, in, cmd.OutOrStdout())
-			// Close drops the transaction a failing line left running.
+			if err != nil {
+				// A failing line drops what came after the last commit
+				// (Close would commit it).
+				err = errors.Join(err, fsys.Rollback())
+			}
 			return errors.Join(err, fsys.Close())
 		},
 	}

@@ -154,6 +154,7 @@ func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
 	if n == 0 || !t.sectorAligned(a) || !t.sectorAligned(n) || a+n < a {
 		return fmt.Errorf("txn: data write of %d bytes at %d is not sector aligned", n, addr)
 	}
+	t.dataBytes.Add(n)
 	d := &t.data
 	d.mu.Lock()
 	ok, closed := d.owned.Contains(a, a+n), d.closed

@@ -3,6 +3,7 @@ package txn
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -22,6 +23,8 @@ type Txn struct {
 	gen disk.Generation
 	tx  *ctree.Trans
 	wb  writeBehind // small data writes held back (writebehind.go)
+
+	dataBytes atomic.Uint64 // file data bytes handed to WriteData
 
 	trees    map[disk.ObjectID]*ctree.Tree
 	rootKeys map[disk.ObjectID]disk.Key // ROOT_ITEM key of every opened tree but root and chunk
@@ -150,4 +153,13 @@ func (t *Txn) lookupRootItem(rt *ctree.Tree, id disk.ObjectID) (*disk.RootItem, 
 func (t *Txn) Params() ctree.Params {
 	sb := &t.fs.sb
 	return ctree.Params{NodeSize: int(sb.NodeSize), FSID: sb.MetadataFSID(), ChunkTreeUUID: t.fs.chunkTreeUUID}
+}
+
+// DirtyBytes is how much the transaction has changed that its commit will
+// make durable: file data handed to WriteData plus the tree blocks it
+// holds dirty. The filesystem layer starts a commit when this passes its
+// limit, so a long stream of writes does not grow the heap (dirty blocks,
+// pending references) without bound.
+func (t *Txn) DirtyBytes() uint64 {
+	return t.dataBytes.Load() + uint64(t.tx.DirtyBlocks())*uint64(t.fs.sb.NodeSize)
 }
