@@ -33,8 +33,13 @@
 //	internal/alloc     free space; internal/txn transactions
 //	btrfs              this package: the filesystem
 //
-// A writable FS reads every change made so far, committed or not; its
-// reads must not run concurrently with its changes (docs/design/0005).
+// A writable FS reads every change made so far, committed or not, and is
+// safe for many goroutines: reads hold the writer's lock shared and never
+// see half a change; changes and commits hold it exclusively; Commit moves
+// the read side to the new roots without reopening; Sync gives group
+// commit, Options.CommitInterval background commits, Options.DirtyLimit
+// bounds a transaction, Close commits and Rollback drops
+// (docs/design/0009).
 // Each change checks everything it can before it changes anything, so the
 // expected errors (*fs.PathError or *os.LinkError wrapping the errno Linux
 // gives) leave no trace; a failure after the first change aborts the
