@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -45,10 +46,12 @@ func checkLiveContent(name string, b []byte) error {
 }
 
 // TestLiveConcurrent runs writers, readers, open files, Syncs and commits
-// on one writable FS at once (run it with -race). Each writer owns a
-// directory and keeps a model of it; readers check that whatever they see
-// is one whole version of a file, never half a change. At the end the
-// model equals what our read side, btrfs check and the kernel's mount see.
+// on one writable FS at once (run it with -race), in phases. Each writer
+// owns a directory and its own names in a shared directory, moves files
+// between the two, and keeps a model; readers check that whatever they
+// see is one whole version of a file, never half a change. After each
+// phase a commit, then btrfs check --check-data-csum and the kernel's
+// mount equal the model, and the next phase goes on over the same FS.
 func TestLiveConcurrent(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	seed := testSeed(t)
@@ -57,66 +60,96 @@ func TestLiveConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const writers, readers, opsPerWriter = 4, 4, 150
+	defer fsys.Close()
+	const writers, readers, phases, opsPerPhase = 4, 4, 3, 80
 	models := make([]map[string]int, writers) // path -> version; -1 a directory
-	var mu sync.Mutex                         // guards names
-	var names []string                        // every file path ever made
+	if err := fsys.Mkdir("shared", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for i := range writers {
 		if err := fsys.Mkdir(fmt.Sprintf("w%d", i), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		models[i] = map[string]int{fmt.Sprintf("w%d", i): -1}
 	}
+	names := &liveNames{}
+	for phase := range phases {
+		runLivePhase(t, fsys, seed, phase, models, names, readers, opsPerPhase)
+		if t.Failed() {
+			return
+		}
+		if err := fsys.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"shared": -1}
+		for _, m := range models {
+			maps.Copy(want, m)
+		}
+		btrfstest.Check(t, []string{img}, true)
+		compareLive(t, fmt.Sprintf("phase %d: our writable FS", phase), want, fsys.ReadFile, listNames(fsys))
+		dir := btrfstest.Mount(t, "ro", img)
+		compareLive(t, fmt.Sprintf("phase %d: the kernel", phase), want,
+			func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) },
+			func(name string) ([]string, error) {
+				ents, err := os.ReadDir(filepath.Join(dir, name))
+				out := make([]string, len(ents))
+				for i, e := range ents {
+					out[i] = e.Name()
+				}
+				return out, err
+			})
+		btrfstest.Unmount(t, dir)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+}
+
+// liveNames is every file path the live test made, for readers to pick.
+type liveNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (n *liveNames) add(name string) {
+	n.mu.Lock()
+	n.names = append(n.names, name)
+	n.mu.Unlock()
+}
+
+func (n *liveNames) pick(rng *rand.Rand) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.names) == 0 {
+		return "", false
+	}
+	return n.names[rng.IntN(len(n.names))], true
+}
+
+func listNames(fsys *btrfs.FS) func(string) ([]string, error) {
+	return func(name string) ([]string, error) {
+		ents, err := fsys.ReadDir(name)
+		out := make([]string, len(ents))
+		for i, e := range ents {
+			out[i] = e.Name()
+		}
+		return out, err
+	}
+}
+
+// runLivePhase runs one phase of TestLiveConcurrent: the writers' ops and,
+// beside them until they finish, the readers.
+func runLivePhase(t *testing.T, fsys *btrfs.FS, seed uint64, phase int, models []map[string]int, names *liveNames, readers, ops int) {
 	var done atomic.Bool
 	var wg, rg sync.WaitGroup
-	errc := make(chan error, writers+readers+1)
-	for i := range writers {
+	errc := make(chan error, len(models)+readers)
+	for i, m := range models {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			m := models[i]
-			dir := fmt.Sprintf("w%d", i)
-			for op := range opsPerWriter {
-				name := fmt.Sprintf("%s/f%d", dir, rng.IntN(12))
-				if rng.IntN(3) == 0 {
-					name = fmt.Sprintf("%s/d%d/f%d", dir, rng.IntN(3), rng.IntN(4))
-					d := filepath.Dir(name)
-					if _, ok := m[d]; !ok {
-						if err := fsys.Mkdir(d, 0o755); err != nil {
-							errc <- err
-							return
-						}
-						m[d] = -1
-					}
-				}
-				var err error
-				switch r := rng.IntN(10); {
-				case r < 6:
-					ver := op + 1
-					err = fsys.WriteFile(name, liveContent(name, ver), 0o644)
-					if err == nil {
-						if _, ok := m[name]; !ok {
-							mu.Lock()
-							names = append(names, name)
-							mu.Unlock()
-						}
-						m[name] = ver
-					}
-				case r < 8:
-					if _, ok := m[name]; ok {
-						err = fsys.Remove(name)
-						delete(m, name)
-					}
-				case r < 9:
-					err = fsys.Sync()
-				default:
-					err = fsys.Commit()
-				}
-				if err != nil {
-					errc <- fmt.Errorf("writer %d op %d: %w", i, op, err)
-					return
-				}
+			if err := liveWriter(fsys, rand.New(rand.NewPCG(seed, uint64(phase*1000+i))), i, m, names, ops); err != nil {
+				errc <- fmt.Errorf("phase %d writer %d: %w", phase, i, err)
 			}
 		}()
 	}
@@ -124,78 +157,8 @@ func TestLiveConcurrent(t *testing.T) {
 		rg.Add(1)
 		go func() {
 			defer rg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(100+r)))
-			type openFile struct {
-				name string
-				f    *btrfs.File
-			}
-			var held []openFile // files kept open across changes
-			for !done.Load() {
-				mu.Lock()
-				if len(names) == 0 {
-					mu.Unlock()
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				name := names[rng.IntN(len(names))]
-				mu.Unlock()
-				switch rng.IntN(4) {
-				case 0:
-					b, err := fsys.ReadFile(name)
-					if errors.Is(err, fs.ErrNotExist) {
-						continue
-					}
-					if err == nil {
-						err = checkLiveContent(name, b)
-					}
-					if err != nil {
-						errc <- fmt.Errorf("reader %d: %w", r, err)
-						return
-					}
-				case 1:
-					ents, err := fsys.ReadDir(filepath.Dir(name))
-					if errors.Is(err, fs.ErrNotExist) {
-						continue
-					}
-					if err != nil {
-						errc <- fmt.Errorf("reader %d: readdir: %w", r, err)
-						return
-					}
-					for _, e := range ents {
-						if !strings.HasPrefix(e.Name(), "f") && !strings.HasPrefix(e.Name(), "d") {
-							errc <- fmt.Errorf("reader %d: entry %q in %s", r, e.Name(), filepath.Dir(name))
-							return
-						}
-					}
-				case 2:
-					f, err := fsys.OpenFile(name)
-					if err == nil {
-						held = append(held, openFile{name, f})
-					}
-				default:
-					if len(held) == 0 {
-						continue
-					}
-					h := held[rng.IntN(len(held))]
-					// One ReadAt holds the read lock throughout, so with a
-					// buffer larger than any version it reads one whole
-					// version of whatever the file holds now.
-					buf := make([]byte, 64<<10)
-					n, err := h.f.ReadAt(buf, 0)
-					if errors.Is(err, fs.ErrNotExist) {
-						continue
-					}
-					if err != nil && err != io.EOF {
-						errc <- fmt.Errorf("reader %d: read of an open file: %w", r, err)
-						return
-					}
-					if n > 0 {
-						if err := checkLiveContent(h.name, buf[:n]); err != nil {
-							errc <- fmt.Errorf("reader %d: open file: %w", r, err)
-							return
-						}
-					}
-				}
+			if err := liveReader(fsys, rand.New(rand.NewPCG(seed, uint64(phase*1000+100+r))), names, &done); err != nil {
+				errc <- fmt.Errorf("phase %d reader %d: %w", phase, r, err)
 			}
 		}()
 	}
@@ -206,47 +169,159 @@ func TestLiveConcurrent(t *testing.T) {
 	for err := range errc {
 		t.Error(err)
 	}
-	if t.Failed() {
-		fsys.Close()
-		return
-	}
-	if err := fsys.Close(); err != nil { // commits what is left
-		t.Fatal(err)
-	}
-	btrfstest.Check(t, []string{img}, true)
+}
 
-	want := map[string]int{}
-	for _, m := range models {
-		for k, v := range m {
-			want[k] = v
+// liveWriter does ops random changes in writer i's directory and under its
+// own names in the shared directory, keeping m in step.
+func liveWriter(fsys *btrfs.FS, rng *rand.Rand, i int, m map[string]int, names *liveNames, ops int) error {
+	dir := fmt.Sprintf("w%d", i)
+	pick := func() string {
+		switch rng.IntN(4) {
+		case 0:
+			return fmt.Sprintf("shared/s%d_f%d", i, rng.IntN(6))
+		case 1:
+			return fmt.Sprintf("%s/d%d/f%d", dir, rng.IntN(3), rng.IntN(4))
+		}
+		return fmt.Sprintf("%s/f%d", dir, rng.IntN(12))
+	}
+	for op := range ops {
+		name := pick()
+		if d := filepath.Dir(name); d != "shared" {
+			if _, ok := m[d]; !ok {
+				if err := fsys.Mkdir(d, 0o755); err != nil {
+					return err
+				}
+				m[d] = -1
+			}
+		}
+		var err error
+		switch r := rng.IntN(12); {
+		case r < 6:
+			ver := rng.IntN(1 << 20)
+			// A file's content names its path, so a rename rewrites it.
+			err = fsys.WriteFile(name, liveContent(name, ver), 0o644)
+			if err == nil {
+				if _, ok := m[name]; !ok {
+					names.add(name)
+				}
+				m[name] = ver
+			}
+		case r < 8:
+			if _, ok := m[name]; ok {
+				err = fsys.Remove(name)
+				delete(m, name)
+			}
+		case r < 10:
+			// Move a file between the writer's directory and the shared
+			// one, replacing what is there; then rewrite it so its
+			// content names its new path.
+			to := pick()
+			if v, ok := m[name]; ok && v >= 0 && to != name {
+				if tv, ok := m[to]; ok && tv < 0 {
+					continue
+				}
+				if d := filepath.Dir(to); d != "shared" {
+					if _, ok := m[d]; !ok {
+						continue
+					}
+				}
+				if err = fsys.Rename(name, to); err == nil {
+					delete(m, name)
+					ver := rng.IntN(1 << 20)
+					if err = fsys.WriteFile(to, liveContent(to, ver), 0o644); err == nil {
+						if _, ok := m[to]; !ok {
+							names.add(to)
+						}
+						m[to] = ver
+					}
+				}
+			}
+		case r < 11:
+			err = fsys.Sync()
+		default:
+			err = fsys.Commit()
+		}
+		if err != nil {
+			return fmt.Errorf("op %d on %s: %w", op, name, err)
 		}
 	}
-	ro, err := btrfs.Open(img, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	compareLive(t, "our read side", want, func(name string) ([]byte, error) { return ro.ReadFile(name) },
-		func(name string) ([]string, error) {
-			ents, err := ro.ReadDir(name)
-			out := make([]string, len(ents))
-			for i, e := range ents {
-				out[i] = e.Name()
-			}
-			return out, err
-		})
-	ro.Close()
+	return nil
+}
 
-	dir := btrfstest.Mount(t, "ro", img)
-	compareLive(t, "the kernel", want, func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) },
-		func(name string) ([]string, error) {
-			ents, err := os.ReadDir(filepath.Join(dir, name))
-			out := make([]string, len(ents))
-			for i, e := range ents {
-				out[i] = e.Name()
+// liveReader reads until done: whole files, directories, and files it
+// keeps open across changes and commits. Between a Rename and the rewrite
+// after it a file's content names its old path, so a content is accepted
+// when it names any path.
+func liveReader(fsys *btrfs.FS, rng *rand.Rand, names *liveNames, done *atomic.Bool) error {
+	var held []*btrfs.File // files kept open across changes
+	buf := make([]byte, 64<<10)
+	for !done.Load() {
+		name, ok := names.pick(rng)
+		if !ok {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		switch rng.IntN(4) {
+		case 0:
+			b, err := fsys.ReadFile(name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
 			}
-			return out, err
-		})
-	btrfstest.Unmount(t, dir)
+			if err == nil {
+				err = checkAnyLiveContent(b)
+			}
+			if err != nil {
+				return err
+			}
+		case 1:
+			ents, err := fsys.ReadDir(filepath.Dir(name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("readdir: %w", err)
+			}
+			for _, e := range ents {
+				if n := e.Name(); !strings.HasPrefix(n, "f") && !strings.HasPrefix(n, "d") && !strings.HasPrefix(n, "s") {
+					return fmt.Errorf("entry %q in %s", n, filepath.Dir(name))
+				}
+			}
+		case 2:
+			if f, err := fsys.OpenFile(name); err == nil {
+				held = append(held, f)
+			}
+		default:
+			if len(held) == 0 {
+				continue
+			}
+			// One ReadAt holds the read lock throughout, so with a
+			// buffer larger than any version it reads one whole version
+			// of whatever the file holds now.
+			n, err := held[rng.IntN(len(held))].ReadAt(buf, 0)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil && err != io.EOF {
+				return fmt.Errorf("read of an open file: %w", err)
+			}
+			if n > 0 {
+				if err := checkAnyLiveContent(buf[:n]); err != nil {
+					return fmt.Errorf("open file: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkAnyLiveContent is checkLiveContent for whatever path b names.
+func checkAnyLiveContent(b []byte) error {
+	i := bytes.IndexByte(b, '\n')
+	j := bytes.LastIndex(b[:max(i, 0)], []byte(" v"))
+	if i < 0 || j < 0 {
+		return fmt.Errorf("%d bytes without a version line", len(b))
+	}
+	return checkLiveContent(string(b[:j]), b)
 }
 
 // compareLive checks a view of the filesystem against the live test's model.
