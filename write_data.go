@@ -182,11 +182,17 @@ func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
 // stores the file's data policy after the write in after (when not nil),
 // for the next batch of a stream.
 func (fsys *FS) writeAtPolicy(name string, p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
+	return fsys.writeAtFound(name, func(c *wctx) (*winode, error) { return c.resolveRegular(name) }, p, off, pd, after)
+}
+
+// writeAtFound is writeAtPolicy with the file found by find: by path, or
+// by inode for an open File.
+func (fsys *FS) writeAtFound(name string, find func(c *wctx) (*winode, error), p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
 	if off < 0 || off+int64(len(p)) < off {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
 	err := fsys.dataChange("write", name, func(c *wctx, t *txn.Txn) (bool, error) {
-		in, err := c.resolveRegular(name)
+		in, err := find(c)
 		if err == nil {
 			err = mayChange(in, off)
 		}

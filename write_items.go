@@ -19,13 +19,21 @@ type winode struct {
 
 // inode reads the INODE_ITEM of ino from the transaction's tree.
 func (c *wctx) inode(ino disk.ObjectID) (*winode, error) {
+	in, err := c.findInode(ino)
+	if err == nil && in == nil {
+		k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
+		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "inode item missing"}
+	}
+	return in, err
+}
+
+// findInode is inode for an inode that may be gone (nil, nil): the one an
+// open File names after it was removed.
+func (c *wctx) findInode(ino disk.ObjectID) (*winode, error) {
 	k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
 	data, ok, err := c.tr.Lookup(c.tx, k)
-	if err != nil {
+	if err != nil || !ok {
 		return nil, err
-	}
-	if !ok {
-		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "inode item missing"}
 	}
 	in := &winode{ino: ino, tr: c.tr}
 	if err := in.item.Decode(data); err != nil {

@@ -1,0 +1,71 @@
+package btrfs
+
+import (
+	"io/fs"
+	"syscall"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
+)
+
+// Writes through an open File address the file by its inode, as writes to
+// an open file descriptor do: a rename of the file, or a new file at its
+// old name, does not change which file they reach. Only a File opened
+// from a writable FS (not a Subvolume view) takes writes.
+
+// WriteAt writes p at offset off of the open regular file, as pwrite(2):
+// like FS.WriteAt, but found by inode. A file removed meanwhile fails
+// with fs.ErrNotExist.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	sv, ino := f.identity()
+	return f.fsys.writeAtFound(f.name, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, p, off, nil, nil)
+}
+
+// Truncate sets the size of the open regular file, as ftruncate(2): like
+// FS.Truncate, but found by inode.
+func (f *File) Truncate(size int64) error {
+	if size < 0 {
+		return f.pathErr("truncate", syscall.EINVAL)
+	}
+	sv, ino := f.identity()
+	return f.fsys.dataChange("truncate", f.name, func(c *wctx, t *txn.Txn) (bool, error) {
+		in, err := c.regularByIno(sv, ino)
+		if err == nil {
+			err = mayChange(in, -1)
+		}
+		if err != nil {
+			return false, err
+		}
+		if err := c.truncate(f.fsys, t, in, uint64(size)); err != nil {
+			return true, err
+		}
+		c.touch(in, c.now(), true)
+		return true, c.putInode(in)
+	})
+}
+
+// identity is the subvolume and inode number the File is open on; they
+// never change while it is open.
+func (f *File) identity() (disk.ObjectID, disk.ObjectID) {
+	in := f.st.Load().in
+	return in.sv.id, in.ino
+}
+
+// regularByIno loads regular file ino of subvolume sv into the change,
+// switching to the subvolume's tree (read-only ones are EROFS).
+func (c *wctx) regularByIno(sv, ino disk.ObjectID) (*winode, error) {
+	c.tr = c.top
+	if sv != c.top.Owner() {
+		if err := c.enterTree(sv); err != nil {
+			return nil, err
+		}
+	}
+	in, err := c.findInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if in == nil {
+		return nil, fs.ErrNotExist
+	}
+	return in, checkRegular(in)
+}

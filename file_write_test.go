@@ -1,0 +1,89 @@
+package btrfs_test
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+)
+
+// TestFileWriteByInode writes through open Files: the writes follow the
+// inode across a rename and a new file at the old name, Truncate and Sync
+// work on the handle, a removed file fails with ErrNotExist, and read-only
+// opens refuse. The kernel then reads what the model says.
+func TestFileWriteByInode(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.WriteFile("a", []byte("first"), 0o644))
+	f, err := fsys.OpenFile("a")
+	must(err)
+	must(fsys.Rename("a", "b"))
+	must(fsys.WriteFile("a", []byte("new file at the old name"), 0o644))
+	if n, err := f.WriteAt([]byte("FIRST, longer now"), 0); err != nil || n != 17 {
+		t.Fatalf("WriteAt: %d %v", n, err)
+	}
+	must(f.Sync())
+	big := bytes.Repeat([]byte("0123456789abcdef"), 40000) // 640000 bytes: regular extents
+	if _, err := f.WriteAt(big, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	must(f.Truncate(1<<20 + 100))
+	want := make([]byte, 1<<20+100)
+	copy(want, "FIRST, longer now")
+	copy(want[1<<20:], big[:100])
+	got := make([]byte, len(want)+10)
+	if n, _ := f.ReadAt(got, 0); n != len(want) || !bytes.Equal(got[:n], want) {
+		t.Errorf("read through the handle: %d bytes", n)
+	}
+	if b, err := fsys.ReadFile("a"); err != nil || string(b) != "new file at the old name" {
+		t.Errorf("a: %q %v", b, err)
+	}
+
+	g, err := fsys.OpenFile("a")
+	must(err)
+	must(fsys.Remove("a"))
+	if _, err := g.WriteAt([]byte("x"), 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("WriteAt to a removed file: %v", err)
+	}
+	d, err := fsys.OpenFile(".")
+	must(err)
+	if _, err := d.WriteAt([]byte("x"), 0); err == nil {
+		t.Error("WriteAt to a directory succeeded")
+	}
+	must(fsys.Close())
+	btrfstest.Check(t, []string{img}, true)
+
+	ro, err := btrfs.Open(img, nil)
+	must(err)
+	rf, err := ro.OpenFile("b")
+	must(err)
+	if _, err := rf.WriteAt([]byte("x"), 0); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("WriteAt on a read-only open: %v", err)
+	}
+	ro.Close()
+
+	dir := btrfstest.Mount(t, "ro", img)
+	if b, err := os.ReadFile(filepath.Join(dir, "b")); err != nil || !bytes.Equal(b, want) {
+		t.Errorf("the kernel reads b: %d bytes, %v", len(b), err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the kernel sees a: %v", err)
+	}
+	btrfstest.Unmount(t, dir)
+}
