@@ -1,7 +1,6 @@
 package btrfs
 
 import (
-	"bytes"
 	"io/fs"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -17,21 +16,11 @@ type dirEntry struct {
 
 // lookup finds name in directory dir through the DIR_ITEM hash bucket.
 func (fsys *FS) lookup(dir *inode, name string) (*dirEntry, bool, error) {
-	k := disk.Key{ObjectID: dir.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(name))}
-	data, ok, err := fsys.lookupItem(dir.sv.root, k)
-	if err != nil || !ok {
+	it, err := findDirItem(fsys.itemsOf(dir.sv), dir.ino, name)
+	if err != nil || it == nil {
 		return nil, false, err
 	}
-	items, err := disk.ParseDirItems(data)
-	if err != nil {
-		return nil, false, &disk.CorruptError{Tree: dir.sv.id, Key: &k, What: "dir item", Err: err}
-	}
-	for _, it := range items {
-		if bytes.Equal(it.Name, []byte(name)) {
-			return &dirEntry{name: name, typ: it.Type, loc: it.Location}, true, nil
-		}
-	}
-	return nil, false, nil
+	return &dirEntry{name: name, typ: it.Type, loc: it.Location}, true, nil
 }
 
 // resolveEntry loads the inode a directory entry points to, entering a

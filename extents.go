@@ -28,37 +28,9 @@ func (e *extent) dataLike() bool {
 }
 
 // loadExtents reads every EXTENT_DATA item of the inode, in file order,
-// checking that they do not overlap.
+// checked as fileExtentsIn checks them.
 func (fsys *FS) loadExtents(in *inode) ([]extent, error) {
-	c := fsys.cursor(in.sv.root)
-	var out []extent
-	var end uint64
-	ok, err := c.Seek(disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey})
-	for ; ok && err == nil; ok, err = c.Next() {
-		k := c.Key()
-		if k.ObjectID != in.ino || k.Type != disk.ExtentDataKey {
-			break
-		}
-		var e extent
-		if derr := e.fe.Decode(c.Data()); derr != nil {
-			return nil, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: in.sv.id, Key: &k, What: "file extent", Err: derr}
-		}
-		e.start = k.Offset
-		if e.fe.Type == disk.FileExtentInline {
-			e.length = e.fe.RAMBytes
-		} else {
-			e.length = e.fe.NumBytes
-		}
-		if e.start < end {
-			return nil, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: in.sv.id, Key: &k, What: "file extent overlaps the previous one"}
-		}
-		if e.start+e.length < e.start {
-			return nil, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: in.sv.id, Key: &k, What: "file extent length overflows"}
-		}
-		end = e.start + e.length
-		out = append(out, e)
-	}
-	return out, err
+	return fileExtentsIn(fsys.itemsOf(in.sv), in.ino, disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey}, 0, ^uint64(0))
 }
 
 // find returns the index of the first extent that ends after off.

@@ -36,7 +36,7 @@ func (f *File) Truncate(size int64) error {
 		if err != nil {
 			return false, err
 		}
-		if err := c.truncate(f.fsys, t, in, uint64(size)); err != nil {
+		if err := c.truncate(in, uint64(size)); err != nil {
 			return true, err
 		}
 		c.touch(in, c.now(), true)

@@ -27,16 +27,11 @@ func (fsys *FS) loadInode(sv *subvol, ino disk.ObjectID) (*inode, error) {
 // findInode is loadInode for an inode that may be gone (nil, nil): one an
 // open file named before a change removed it.
 func (fsys *FS) findInode(sv *subvol, ino disk.ObjectID) (*inode, error) {
-	k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
-	data, ok, err := fsys.lookupItem(sv.root, k)
-	if err != nil || !ok {
+	it, err := findInodeItem(fsys.itemsOf(sv), ino)
+	if err != nil || it == nil {
 		return nil, err
 	}
-	in := &inode{sv: sv, ino: ino}
-	if err := in.item.Decode(data); err != nil {
-		return nil, &disk.CorruptError{Tree: sv.id, Key: &k, What: "inode item", Err: err}
-	}
-	return in, nil
+	return &inode{sv: sv, ino: ino, item: *it}, nil
 }
 
 func (in *inode) isDir() bool     { return in.item.IsDir() }

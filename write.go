@@ -190,7 +190,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	c := &wctx{tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
+	c := &wctx{fsys: fsys, tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
 	started, err := fn(c)
 	if started && err == nil {
 		err = fsys.showTxn(w.t)
@@ -219,6 +219,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 // wctx is what one change works with: the engine transaction, the
 // subvolume tree, the transaction id and the subvolume's root directory.
 type wctx struct {
+	fsys    *FS // the filesystem the change is made to
 	tx      *ctree.Trans
 	tr      *ctree.Tree // the subvolume tree the last path resolved into
 	top     *ctree.Tree // the top-level subvolume's tree, where paths start

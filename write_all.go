@@ -32,6 +32,17 @@ func (fsys *FS) MkdirAll(name string, perm fs.FileMode) error {
 			if cur, err = c.enter(de); err != nil {
 				return false, err
 			}
+			if cur.item.IsSymlink() {
+				// Follow it, as mkdir -p does: walk the path so far again,
+				// links and all.
+				ino, err := c.walkDirs(comps[:i+1])
+				if err != nil {
+					return false, err
+				}
+				if cur, err = c.inode(ino); err != nil {
+					return false, err
+				}
+			}
 			if !cur.item.IsDir() {
 				return false, syscall.ENOTDIR
 			}

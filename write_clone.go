@@ -47,7 +47,7 @@ func (fsys *FS) Clone(src string, srcOff int64, dst string, dstOff, length int64
 		if err != nil || n == 0 {
 			return false, err
 		}
-		if err := c.clone(fsys, t, sin, din, uint64(srcOff), uint64(dstOff), n); err != nil {
+		if err := c.clone(sin, din, uint64(srcOff), uint64(dstOff), n); err != nil {
 			return true, err
 		}
 		c.touch(din, c.now(), true)
@@ -87,7 +87,8 @@ func cloneRange(sin, din *winode, srcOff, dstOff, length, ss uint64) (uint64, er
 const maxFileSize = 1<<63 - 1
 
 // clone shares [srcOff, srcOff+n) of sin at dstOff of din.
-func (c *wctx) clone(fsys *FS, t *txn.Txn, sin, din *winode, srcOff, dstOff, n uint64) error {
+func (c *wctx) clone(sin, din *winode, srcOff, dstOff, n uint64) error {
+	fsys := c.fsys
 	ss := uint64(fsys.sb.SectorSize)
 	l := roundUpTo(n, ss)
 	sexts, err := c.fileExtents(sin.ino, srcOff, srcOff+l)
@@ -96,16 +97,16 @@ func (c *wctx) clone(fsys *FS, t *txn.Txn, sin, din *winode, srcOff, dstOff, n u
 	}
 	if len(sexts) > 0 && sexts[0].fe.Type == disk.FileExtentInline {
 		buf := make([]byte, n)
-		if err := c.readExtents(fsys, sin, sexts, srcOff, buf); err != nil {
+		if err := c.readExtents(sin, sexts, srcOff, buf); err != nil {
 			return err
 		}
-		return c.write(fsys, t, din, buf, dstOff, nil)
+		return c.write(din, buf, dstOff, nil)
 	}
 	pol, err := fsys.policy(din)
 	if err != nil {
 		return err
 	}
-	if err := c.uninline(fsys, t, din, pol); err != nil {
+	if err := c.uninline(din, pol); err != nil {
 		return err
 	}
 	items := shiftExtents(sexts, srcOff, l, dstOff)

@@ -164,7 +164,7 @@ func sumSectors(ct disk.CsumType, b []byte, ss uint64) []byte {
 // fragmented. It reports whether some piece did not compress (the kernel
 // then marks the inode NOCOMPRESS). pieces, when not nil, are buf's
 // pieces prepared under p already (PrepareData).
-func (c *wctx) storeData(t *txn.Txn, buf []byte, at uint64, p dataPolicy, pieces []piece) ([]extent, bool, error) {
+func (c *wctx) storeData(buf []byte, at uint64, p dataPolicy, pieces []piece) ([]extent, bool, error) {
 	if pieces == nil {
 		var err error
 		if pieces, err = preparePieces(buf, p); err != nil {
@@ -175,7 +175,7 @@ func (c *wctx) storeData(t *txn.Txn, buf []byte, at uint64, p dataPolicy, pieces
 	failed := false
 	for i := 0; i < len(pieces); {
 		if pieces[i].stored != nil {
-			e, err := c.storeCompressed(t, &pieces[i], at+uint64(i*pieceSize), p)
+			e, err := c.storeCompressed(&pieces[i], at+uint64(i*pieceSize), p)
 			if err != nil {
 				return nil, false, err
 			}
@@ -191,7 +191,7 @@ func (c *wctx) storeData(t *txn.Txn, buf []byte, at uint64, p dataPolicy, pieces
 			j++
 		}
 		start, end := i*pieceSize, min(len(buf), j*pieceSize)
-		exts, err := c.storePlain(t, buf[start:end], sums, at+uint64(start), p)
+		exts, err := c.storePlain(buf[start:end], sums, at+uint64(start), p)
 		if err != nil {
 			return nil, false, err
 		}
@@ -217,14 +217,15 @@ func markCompression(t *txn.Txn, ct compress.Type) {
 }
 
 // storeCompressed writes one compressed piece as its own extent.
-func (c *wctx) storeCompressed(t *txn.Txn, pc *piece, at uint64, p dataPolicy) (extent, error) {
+func (c *wctx) storeCompressed(pc *piece, at uint64, p dataPolicy) (extent, error) {
+	t := c.t
 	markCompression(t, p.comp)
 	n := uint64(len(pc.stored))
 	addr, err := t.AllocData(n, 0)
 	if err != nil {
 		return extent{}, err
 	}
-	if err := c.putData(t, addr, pc.stored, pc.sums); err != nil {
+	if err := c.putData(addr, pc.stored, pc.sums); err != nil {
 		return extent{}, err
 	}
 	l := uint64(len(pc.data))
@@ -236,7 +237,8 @@ func (c *wctx) storeCompressed(t *txn.Txn, pc *piece, at uint64, p dataPolicy) (
 // storePlain writes data uncompressed as extents of at most
 // disk.MaxExtentSize, halving the size while the allocator has no free
 // range that large.
-func (c *wctx) storePlain(t *txn.Txn, data, sums []byte, at uint64, p dataPolicy) ([]extent, error) {
+func (c *wctx) storePlain(data, sums []byte, at uint64, p dataPolicy) ([]extent, error) {
+	t := c.t
 	var out []extent
 	cs := uint64(p.ct.Size())
 	limit := uint64(disk.MaxExtentSize)
@@ -254,7 +256,7 @@ func (c *wctx) storePlain(t *txn.Txn, data, sums []byte, at uint64, p dataPolicy
 		if p.csum {
 			s, sums = sums[:n/p.ss*cs], sums[n/p.ss*cs:]
 		}
-		if err := c.putData(t, addr, data[:n], s); err != nil {
+		if err := c.putData(addr, data[:n], s); err != nil {
 			return nil, err
 		}
 		out = append(out, extent{start: at, length: n, fe: disk.FileExtentItem{Generation: c.gen, RAMBytes: n,
@@ -266,7 +268,8 @@ func (c *wctx) storePlain(t *txn.Txn, data, sums []byte, at uint64, p dataPolicy
 
 // putData writes b at addr and records its checksums (none for
 // NODATASUM files).
-func (c *wctx) putData(t *txn.Txn, addr disk.LogicalAddr, b, sums []byte) error {
+func (c *wctx) putData(addr disk.LogicalAddr, b, sums []byte) error {
+	t := c.t
 	if err := t.WriteData(addr, b); err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func (r *txnDataReader) ReadBlock(p []byte, logical disk.LogicalAddr, verify fun
 // EISDIR.
 func (fsys *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 	return fsys.dataChange("writefile", name, func(c *wctx, t *txn.Txn) (bool, error) {
-		if err := c.checkDataSpace(fsys, t, uint64(len(data))); err != nil {
+		if err := c.checkDataSpace(uint64(len(data))); err != nil {
 			return false, err
 		}
 		in, created, err := c.openOrCreate(name, perm)
@@ -73,11 +73,11 @@ func (fsys *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 			if err := mayChange(in, -1); err != nil {
 				return false, err
 			}
-			if err := c.truncate(fsys, t, in, 0); err != nil {
+			if err := c.truncate(in, 0); err != nil {
 				return true, err
 			}
 		}
-		if err := c.write(fsys, t, in, data, 0, nil); err != nil {
+		if err := c.write(in, data, 0, nil); err != nil {
 			return true, err
 		}
 		c.touch(in, c.now(), true)
@@ -199,10 +199,10 @@ func (fsys *FS) writeAtFound(name string, find func(c *wctx) (*winode, error), p
 		if err != nil || len(p) == 0 {
 			return false, err
 		}
-		if err := c.checkDataSpace(fsys, t, uint64(len(p))); err != nil {
+		if err := c.checkDataSpace(uint64(len(p))); err != nil {
 			return false, err
 		}
-		if err := c.write(fsys, t, in, p, uint64(off), pd); err != nil {
+		if err := c.write(in, p, uint64(off), pd); err != nil {
 			return true, err
 		}
 		if after != nil {
@@ -239,7 +239,8 @@ func maxInline(o *Options, sb *disk.Superblock) int {
 // written anew (copy-on-write: no extent is changed in place). pd, when
 // not nil, is p prepared ahead (PrepareData); it is used where the
 // policy and the write's alignment are what it was prepared for.
-func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64, pd *PreparedData) error {
+func (c *wctx) write(in *winode, p []byte, off uint64, pd *PreparedData) error {
+	fsys := c.fsys
 	if len(p) == 0 {
 		return nil
 	}
@@ -254,36 +255,36 @@ func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64, pd 
 	end := off + uint64(len(p))
 	oldSize := in.item.Size
 	newSize := max(oldSize, end)
-	if done, err := c.tryInline(fsys, in, pol, newSize, func(b []byte) { copy(b[off:], p) }, pd); done || err != nil {
+	if done, err := c.tryInline(in, pol, newSize, func(b []byte) { copy(b[off:], p) }, pd); done || err != nil {
 		return err
 	}
-	if err := c.uninline(fsys, t, in, pol); err != nil {
+	if err := c.uninline(in, pol); err != nil {
 		return err
 	}
 	a, b := roundDownTo(off, ss), roundUpTo(end, ss)
 	if pd != nil && pd.pieces != nil && a == off && (b == end || b-ss >= oldSize) {
 		// The prepared pieces hold p with zeros after it to the sector's
 		// end, which is what the file holds there too.
-		return c.replaceData(fsys, t, in, pd.padded, a, pol, newSize, pd.pieces)
+		return c.replaceData(in, pd.padded, a, pol, newSize, pd.pieces)
 	}
 	buf := p
 	if a != off || b != end {
 		buf = make([]byte, b-a)
 		headRead := false
 		if off > a && a < oldSize {
-			if err := c.readFile(fsys, in, a, buf[:ss]); err != nil {
+			if err := c.readFile(in, a, buf[:ss]); err != nil {
 				return err
 			}
 			headRead = true
 		}
 		if end < b && b-ss < oldSize && !(b-ss == a && headRead) {
-			if err := c.readFile(fsys, in, b-ss, buf[b-a-ss:]); err != nil {
+			if err := c.readFile(in, b-ss, buf[b-a-ss:]); err != nil {
 				return err
 			}
 		}
 		copy(buf[off-a:], p)
 	}
-	return c.replaceData(fsys, t, in, buf, a, pol, newSize, nil)
+	return c.replaceData(in, buf, a, pol, newSize, nil)
 }
 
 // tryInline makes in's whole content one inline extent when the file of
@@ -292,7 +293,8 @@ func (c *wctx) write(fsys *FS, t *txn.Txn, in *winode, p []byte, off uint64, pd 
 // no item lies past the first sector. fill changes the content, which
 // holds the current bytes. done reports that it did so. pd (or nil) may
 // hold the content compressed already.
-func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, fill func([]byte), pd *PreparedData) (bool, error) {
+func (c *wctx) tryInline(in *winode, pol dataPolicy, newSize uint64, fill func([]byte), pd *PreparedData) (bool, error) {
+	fsys := c.fsys
 	limit := fsys.w.maxInline
 	if newSize >= pol.ss || limit < 0 {
 		return false, nil
@@ -307,7 +309,7 @@ func (c *wctx) tryInline(fsys *FS, in *winode, pol dataPolicy, newSize uint64, f
 		}
 	}
 	content := make([]byte, newSize)
-	if err := c.readExtents(fsys, in, all, 0, content[:min(in.item.Size, newSize)]); err != nil {
+	if err := c.readExtents(in, all, 0, content[:min(in.item.Size, newSize)]); err != nil {
 		return false, err
 	}
 	fill(content)
@@ -350,17 +352,17 @@ func inlineExtent(content []byte, pol dataPolicy, limit int, gen disk.Generation
 
 // uninline turns an inline extent of in into a regular extent of one
 // sector, so the file can grow past it or be shared.
-func (c *wctx) uninline(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy) error {
+func (c *wctx) uninline(in *winode, pol dataPolicy) error {
 	first, err := c.fileExtents(in.ino, 0, 1)
 	if err != nil || len(first) == 0 || first[0].fe.Type != disk.FileExtentInline {
 		return err
 	}
 	buf := make([]byte, pol.ss)
 	n := min(first[0].length, in.item.Size, pol.ss) // never bytes past the end of the file
-	if err := c.readExtents(fsys, in, first, 0, buf[:n]); err != nil {
+	if err := c.readExtents(in, first, 0, buf[:n]); err != nil {
 		return err
 	}
-	items, _, err := c.storeData(t, buf, 0, pol, nil)
+	items, _, err := c.storeData(buf, 0, pol, nil)
 	if err != nil {
 		return err
 	}
@@ -371,8 +373,9 @@ func (c *wctx) uninline(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy) error 
 // a, replacing what lay there, and sets the size to newSize. Without
 // NO_HOLES the gap between the old end and a gets hole items. pieces are
 // buf's, prepared already, or nil.
-func (c *wctx) replaceData(fsys *FS, t *txn.Txn, in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64, pieces []piece) error {
-	items, failed, err := c.storeData(t, buf, a, pol, pieces)
+func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64, pieces []piece) error {
+	fsys := c.fsys
+	items, failed, err := c.storeData(buf, a, pol, pieces)
 	if err != nil {
 		return err
 	}
@@ -425,32 +428,7 @@ func (c *wctx) fileExtents(ino disk.ObjectID, a, b uint64) ([]extent, error) {
 			from = k
 		}
 	}
-	to := disk.Key{ObjectID: ino, Type: disk.ExtentDataKey, Offset: math.MaxUint64}
-	var out []extent
-	var derr error
-	err := c.tr.Range(c.tx, from, to, func(k disk.Key, data []byte) (bool, error) {
-		if k.Offset >= b {
-			return false, nil
-		}
-		e := extent{start: k.Offset}
-		if err := e.fe.Decode(data); err != nil {
-			derr = &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "file extent", Err: err}
-			return false, nil
-		}
-		e.length = e.fe.Len()
-		if e.start+e.length < e.start || (e.fe.Type == disk.FileExtentInline && e.start != 0) {
-			derr = &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "file extent range"}
-			return false, nil
-		}
-		if e.start+e.length > a || (e.fe.Type == disk.FileExtentInline && a == 0) {
-			out = append(out, e)
-		}
-		return true, nil
-	})
-	if err == nil {
-		err = derr
-	}
-	return out, err
+	return fileExtentsIn(c.items(), ino, from, a, b)
 }
 
 // apply replaces the items del of in by add in the tree and moves the
@@ -487,18 +465,19 @@ func (c *wctx) apply(in *winode, del, add []extent) error {
 
 // readFile reads the bytes of in at [off, off+len(dst)) as they stand in
 // the transaction.
-func (c *wctx) readFile(fsys *FS, in *winode, off uint64, dst []byte) error {
+func (c *wctx) readFile(in *winode, off uint64, dst []byte) error {
 	exts, err := c.fileExtents(in.ino, off, off+uint64(len(dst)))
 	if err != nil {
 		return err
 	}
-	return c.readExtents(fsys, in, exts, off, dst)
+	return c.readExtents(in, exts, off, dst)
 }
 
 // readExtents fills dst with the file bytes at off from exts (which
 // cover whatever of the range holds data); gaps read as zeros. Data goes
 // through the read path, checksums verified.
-func (c *wctx) readExtents(fsys *FS, in *winode, exts []extent, off uint64, dst []byte) error {
+func (c *wctx) readExtents(in *winode, exts []extent, off uint64, dst []byte) error {
+	fsys := c.fsys
 	// The read side must see this change's blocks so far (the csum tree
 	// may have been changed by this very change).
 	if err := fsys.showTxn(c.t); err != nil {

@@ -29,7 +29,7 @@ func (fsys *FS) Truncate(name string, size int64) error {
 		if err != nil {
 			return false, err
 		}
-		if err := c.truncate(fsys, t, in, uint64(size)); err != nil {
+		if err := c.truncate(in, uint64(size)); err != nil {
 			return true, err
 		}
 		c.touch(in, c.now(), true)
@@ -38,7 +38,8 @@ func (fsys *FS) Truncate(name string, size int64) error {
 }
 
 // truncate sets in's size as Truncate describes; the caller stores in.
-func (c *wctx) truncate(fsys *FS, t *txn.Txn, in *winode, size uint64) error {
+func (c *wctx) truncate(in *winode, size uint64) error {
+	fsys := c.fsys
 	pol, err := fsys.policy(in)
 	if err != nil {
 		return err
@@ -53,11 +54,11 @@ func (c *wctx) truncate(fsys *FS, t *txn.Txn, in *winode, size uint64) error {
 			return err
 		}
 		if len(first) > 0 && first[0].fe.Type == disk.FileExtentInline {
-			done, err := c.tryInline(fsys, in, pol, size, func([]byte) {}, nil)
+			done, err := c.tryInline(in, pol, size, func([]byte) {}, nil)
 			if done || err != nil {
 				return err
 			}
-			if err := c.uninline(fsys, t, in, pol); err != nil {
+			if err := c.uninline(in, pol); err != nil {
 				return err
 			}
 		}
@@ -75,7 +76,7 @@ func (c *wctx) truncate(fsys *FS, t *txn.Txn, in *winode, size uint64) error {
 		}
 		in.item.Size = size
 		if size%ss != 0 {
-			return c.zeroPart(fsys, t, in, pol, size, a)
+			return c.zeroPart(in, pol, size, a)
 		}
 	case size > old && !fsys.noHoles():
 		holes, err := c.holesIn(in, roundUpTo(old, ss), roundUpTo(size, ss))
@@ -92,7 +93,7 @@ func (c *wctx) truncate(fsys *FS, t *txn.Txn, in *winode, size uint64) error {
 
 // zeroPart zeroes [lo, hi) inside one sector by rewriting the sector,
 // unless nothing there holds data.
-func (c *wctx) zeroPart(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy, lo, hi uint64) error {
+func (c *wctx) zeroPart(in *winode, pol dataPolicy, lo, hi uint64) error {
 	s := roundDownTo(lo, pol.ss)
 	exts, err := c.fileExtents(in.ino, s, s+pol.ss)
 	if err != nil {
@@ -106,11 +107,11 @@ func (c *wctx) zeroPart(fsys *FS, t *txn.Txn, in *winode, pol dataPolicy, lo, hi
 		return nil
 	}
 	buf := make([]byte, pol.ss)
-	if err := c.readExtents(fsys, in, exts, s, buf); err != nil {
+	if err := c.readExtents(in, exts, s, buf); err != nil {
 		return err
 	}
 	clear(buf[lo-s : hi-s])
-	return c.replaceData(fsys, t, in, buf, s, pol, in.item.Size, nil)
+	return c.replaceData(in, buf, s, pol, in.item.Size, nil)
 }
 
 // PunchHole makes [off, off+length) of the regular file name read as
@@ -133,7 +134,7 @@ func (fsys *FS) PunchHole(name string, off, length int64) error {
 		if uint64(off) >= end {
 			return false, nil
 		}
-		if err := c.punch(fsys, t, in, uint64(off), end); err != nil {
+		if err := c.punch(in, uint64(off), end); err != nil {
 			return true, err
 		}
 		c.touch(in, c.now(), true)
@@ -142,7 +143,8 @@ func (fsys *FS) PunchHole(name string, off, length int64) error {
 }
 
 // punch zeroes [off, end) of in, end within the size.
-func (c *wctx) punch(fsys *FS, t *txn.Txn, in *winode, off, end uint64) error {
+func (c *wctx) punch(in *winode, off, end uint64) error {
+	fsys := c.fsys
 	pol, err := fsys.policy(in)
 	if err != nil {
 		return err
@@ -154,11 +156,11 @@ func (c *wctx) punch(fsys *FS, t *txn.Txn, in *winode, off, end uint64) error {
 	}
 	if len(first) > 0 && first[0].fe.Type == disk.FileExtentInline {
 		// An inline file stays inline with the range zeroed, if it can.
-		done, err := c.tryInline(fsys, in, pol, size, func(b []byte) { clear(b[off:end]) }, nil)
+		done, err := c.tryInline(in, pol, size, func(b []byte) { clear(b[off:end]) }, nil)
 		if done || err != nil {
 			return err
 		}
-		if err := c.uninline(fsys, t, in, pol); err != nil {
+		if err := c.uninline(in, pol); err != nil {
 			return err
 		}
 	}
@@ -167,7 +169,7 @@ func (c *wctx) punch(fsys *FS, t *txn.Txn, in *winode, off, end uint64) error {
 		b = roundUpTo(size, ss)
 	}
 	if a > b { // inside one sector
-		return c.zeroPart(fsys, t, in, pol, off, end)
+		return c.zeroPart(in, pol, off, end)
 	}
 	if a < b {
 		exts, err := c.fileExtents(in.ino, a, b)
@@ -183,12 +185,12 @@ func (c *wctx) punch(fsys *FS, t *txn.Txn, in *winode, off, end uint64) error {
 		}
 	}
 	if off < a {
-		if err := c.zeroPart(fsys, t, in, pol, off, a); err != nil {
+		if err := c.zeroPart(in, pol, off, a); err != nil {
 			return err
 		}
 	}
 	if b < end {
-		return c.zeroPart(fsys, t, in, pol, b, end)
+		return c.zeroPart(in, pol, b, end)
 	}
 	return nil
 }
@@ -212,12 +214,12 @@ func (fsys *FS) Fallocate(name string, off, length int64, keepSize bool) error {
 		ss := uint64(fsys.sb.SectorSize)
 		need, err := c.holeBytes(in.ino, roundDownTo(uint64(off), ss), roundUpTo(uint64(off+length), ss))
 		if err == nil {
-			err = c.checkDataSpace(fsys, t, need)
+			err = c.checkDataSpace(need)
 		}
 		if err != nil {
 			return false, err
 		}
-		if err := c.fallocate(fsys, t, in, uint64(off), uint64(off+length), keepSize); err != nil {
+		if err := c.fallocate(in, uint64(off), uint64(off+length), keepSize); err != nil {
 			return true, err
 		}
 		c.touch(in, c.now(), !keepSize)
@@ -226,12 +228,13 @@ func (fsys *FS) Fallocate(name string, off, length int64, keepSize bool) error {
 }
 
 // fallocate fills the holes of [off, end) of in with PREALLOC extents.
-func (c *wctx) fallocate(fsys *FS, t *txn.Txn, in *winode, off, end uint64, keepSize bool) error {
+func (c *wctx) fallocate(in *winode, off, end uint64, keepSize bool) error {
+	fsys, t := c.fsys, c.t
 	pol, err := fsys.policy(in)
 	if err != nil {
 		return err
 	}
-	if err := c.uninline(fsys, t, in, pol); err != nil {
+	if err := c.uninline(in, pol); err != nil {
 		return err
 	}
 	ss := pol.ss

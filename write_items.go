@@ -3,6 +3,8 @@ package btrfs
 import (
 	"bytes"
 	"errors"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,16 +32,11 @@ func (c *wctx) inode(ino disk.ObjectID) (*winode, error) {
 // findInode is inode for an inode that may be gone (nil, nil): the one an
 // open File names after it was removed.
 func (c *wctx) findInode(ino disk.ObjectID) (*winode, error) {
-	k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
-	data, ok, err := c.tr.Lookup(c.tx, k)
-	if err != nil || !ok {
+	it, err := findInodeItem(c.items(), ino)
+	if err != nil || it == nil {
 		return nil, err
 	}
-	in := &winode{ino: ino, tr: c.tr}
-	if err := in.item.Decode(data); err != nil {
-		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "inode item", Err: err}
-	}
-	return in, nil
+	return &winode{ino: ino, tr: c.tr, item: *it}, nil
 }
 
 // putInode rewrites the INODE_ITEM of in (its size never changes).
@@ -56,59 +53,106 @@ func (c *wctx) putInode(in *winode) error {
 
 // dirEntry finds name in directory dir: the DIR_ITEM entry, or nil.
 func (c *wctx) dirEntry(dir disk.ObjectID, name string) (*disk.DirItem, error) {
-	k := disk.Key{ObjectID: dir, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(name))}
-	data, ok, err := c.tr.Lookup(c.tx, k)
-	if err != nil || !ok {
-		return nil, err
-	}
-	items, err := disk.ParseDirItems(data)
-	if err != nil {
-		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "dir item", Err: err}
-	}
-	for i := range items {
-		if string(items[i].Name) == name {
-			return &items[i], nil
-		}
-	}
-	return nil, nil
+	return findDirItem(c.items(), dir, name)
 }
 
 // resolve walks the components of an io/fs path from the root directory
-// of the top-level subvolume, without following symlinks (a symlink in
-// the middle is ENOTDIR here). Crossing into a subvolume switches the
+// of the top-level subvolume. Symlinks and ".." in the middle are followed
+// as the read side and Linux follow them (walkDirs); a symlink as the last
+// component is returned itself. Crossing into a subvolume switches the
 // change to that subvolume's tree (enter), so the operation that follows
-// works there. Directories met on the way are remembered for the
-// transaction (txCache.dirs), so deep paths cost one lookup for the last
-// component.
+// works there.
 func (c *wctx) resolve(name string) (*winode, error) {
 	c.tr = c.top
 	if name == "." {
 		return c.inode(c.rootDir)
 	}
 	comps := splitPath(name)
-	dir := c.rootDir
-	for _, comp := range comps[:len(comps)-1] {
-		key := dirEntKey{dirKey{c.tr.Owner(), dir}, comp}
-		if d, ok := c.cache.dirs[key]; ok {
-			if d.tree != c.tr.Owner() {
-				if err := c.enterTree(d.tree); err != nil {
-					return nil, err
-				}
-			}
-			dir = d.ino
-			continue
-		}
-		in, err := c.child(dir, comp)
-		if err != nil {
-			return nil, err
-		}
-		if !in.item.IsDir() {
-			return nil, syscall.ENOTDIR
-		}
-		c.cache.dirs[key] = dirKey{in.tr.Owner(), in.ino}
-		dir = in.ino
+	dir, err := c.walkDirs(comps[:len(comps)-1])
+	if err != nil {
+		return nil, err
 	}
 	return c.child(dir, comps[len(comps)-1])
+}
+
+// wdir is a directory met while walking a path: its tree and inode.
+type wdir struct {
+	tr  *ctree.Tree
+	ino disk.ObjectID
+}
+
+// walkDirs resolves comps from the root as directories, following
+// symlinks (absolute targets from the view's root, at most maxSymlinks)
+// and "..", and returns the last directory's inode number with c.tr at
+// its tree. Directories met on the way are remembered for the transaction
+// (txCache.dirs), so deep paths cost one lookup for the last component.
+func (c *wctx) walkDirs(comps []string) (disk.ObjectID, error) {
+	stack := []wdir{{c.top, c.rootDir}}
+	todo := slices.Clone(comps)
+	links := 0
+	for len(todo) > 0 {
+		comp := todo[0]
+		todo = todo[1:]
+		cur := stack[len(stack)-1]
+		c.tr = cur.tr
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) > 1 {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		key := dirEntKey{dirKey{cur.tr.Owner(), cur.ino}, comp}
+		if d, ok := c.cache.dirs[key]; ok {
+			if d.tree != cur.tr.Owner() {
+				if err := c.enterTree(d.tree); err != nil {
+					return 0, err
+				}
+			}
+			stack = append(stack, wdir{c.tr, d.ino})
+			continue
+		}
+		in, err := c.child(cur.ino, comp)
+		if err != nil {
+			return 0, err
+		}
+		if in.item.IsSymlink() {
+			if links++; links > maxSymlinks {
+				return 0, errLoop
+			}
+			target, err := c.readSymlink(in)
+			if err != nil {
+				return 0, err
+			}
+			if strings.HasPrefix(target, "/") {
+				stack = stack[:1]
+			}
+			todo = append(splitPath(target), todo...)
+			continue
+		}
+		if !in.item.IsDir() {
+			return 0, syscall.ENOTDIR
+		}
+		c.cache.dirs[key] = dirKey{in.tr.Owner(), in.ino}
+		stack = append(stack, wdir{in.tr, in.ino})
+	}
+	last := stack[len(stack)-1]
+	c.tr = last.tr
+	return last.ino, nil
+}
+
+// readSymlink reads a symlink's target as the transaction holds it.
+func (c *wctx) readSymlink(in *winode) (string, error) {
+	if in.item.Size > 64<<10 {
+		return "", syscall.ENAMETOOLONG
+	}
+	buf := make([]byte, in.item.Size)
+	if err := c.readFile(in, 0, buf); err != nil {
+		return "", err
+	}
+	return string(buf), nil
 }
 
 // child loads the inode called comp in directory dir of the current tree.
@@ -178,12 +222,16 @@ func (c *wctx) splitParentAnyLen(name string) (*winode, string, error) {
 	if i := lastSlash(name); i >= 0 {
 		dir, base = name[:i], name[i+1:]
 	}
-	parent, err := c.resolve(dir)
+	// Every component of the parent is followed, symlinks included, as
+	// Linux resolves the directory part of a path.
+	c.tr = c.top
+	ino, err := c.walkDirs(splitPath(dir))
 	if err != nil {
 		return nil, "", err
 	}
-	if !parent.item.IsDir() {
-		return nil, "", syscall.ENOTDIR
+	parent, err := c.inode(ino)
+	if err != nil {
+		return nil, "", err
 	}
 	return parent, base, nil
 }

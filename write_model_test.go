@@ -153,7 +153,8 @@ func (m *model) dirChanged(p string) {
 
 func parentDir(p string) string { return path.Dir(p) }
 
-// lookup walks p without following symlinks, as the write path does.
+// lookup walks a physical path p (see physical) without following
+// symlinks.
 func (m *model) lookup(p string) (*mNode, error) {
 	if !validName(p) {
 		return nil, fs.ErrInvalid
@@ -411,6 +412,143 @@ func (m *model) plan(o *rop) (want, alt error, apply func()) {
 	if !validName(o.a) || (o.kind == "link" || o.kind == "rename") && !validName(o.b) {
 		return fs.ErrInvalid, nil, nil
 	}
+	// Symlinks in the directory part of a path are followed, as Linux
+	// and the write path follow them: the model works on the physical
+	// path (the one without symlinks) from here on.
+	// What is checked before any path is walked.
+	if o.kind == "rename" && (o.a == "." || o.b == ".") {
+		return syscall.EBUSY, nil, nil
+	}
+	if o.kind == "symlink" && (o.b == "" || len(o.b) >= 4096) {
+		return m.planCreate(o)
+	}
+	if o.kind == "setxattr" || o.kind == "removexattr" {
+		// The attribute's name and size are checked before the path.
+		if len(o.attr) > nameMax {
+			return syscall.ERANGE, nil, nil
+		}
+		if len(o.value) > 64<<10 {
+			return syscall.E2BIG, nil, nil
+		}
+	}
+	po := *o
+	var err error
+	if po.a, err = m.physical(o.a, o.kind == "mkdirall"); err != nil {
+		if o.kind == "removeall" && errors.Is(err, syscall.ENOENT) {
+			return nil, nil, func() {} // nothing there to remove, as os.RemoveAll
+		}
+		return m.walkFailed(o.a, err)
+	}
+	if o.kind == "link" || o.kind == "rename" {
+		// Link finds its source whole before it walks the target's path;
+		// rename walks both directories first (planRename).
+		if o.kind == "link" {
+			if _, err := m.lookup(po.a); err != nil {
+				return err, nil, nil
+			}
+		}
+		if po.b, err = m.physical(o.b, false); err != nil {
+			return m.walkFailed(o.b, err)
+		}
+	}
+	return m.planPhysical(&po)
+}
+
+// walkFailed is the outcome of an op whose path could not be walked:
+// the walk's error; a last component that is too long may be reported
+// first (the write path checks lengths before it walks, Linux after), and
+// a too-long component on the way is ENOENT to the write path (no such
+// entry) but ENAMETOOLONG to Linux.
+func (m *model) walkFailed(p string, err error) (error, error, func()) {
+	if len(path.Base(p)) > nameMax {
+		return err, syscall.ENAMETOOLONG, nil
+	}
+	if errors.Is(err, syscall.ENOENT) {
+		for _, c := range strings.Split(p, "/") {
+			if len(c) > nameMax {
+				return err, syscall.ENAMETOOLONG, nil
+			}
+		}
+	}
+	return err, nil, nil
+}
+
+// physical resolves the symlinks in the directory part of p (absolute
+// targets from the root, ".." going up, at most 40 links: ELOOP) and
+// returns the physical path; the last component is not followed. With
+// all (MkdirAll), every existing component is followed, symlinks to
+// directories included, and the walk stops at the first missing one:
+// what is missing is appended as it is.
+func (m *model) physical(p string, all bool) (string, error) {
+	if p == "." {
+		return p, nil
+	}
+	todo := strings.Split(p, "/")
+	var last string
+	if !all {
+		last, todo = todo[len(todo)-1], todo[:len(todo)-1]
+	}
+	var stack []string // physical components from the root
+	cur := func() string {
+		if len(stack) == 0 {
+			return "."
+		}
+		return strings.Join(stack, "/")
+	}
+	links := 0
+	fromLink := 0 // how many of todo's first components a link target gave
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		linked := fromLink > 0 // c came from a link's target
+		if linked {
+			fromLink--
+		}
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		if m.nodes[cur()].e.Type != btrfstest.TypeDir {
+			return "", syscall.ENOTDIR
+		}
+		next := joinPath(cur(), c)
+		n := m.nodes[next]
+		if n == nil {
+			if all && !linked {
+				return strings.Join(append(append(stack, c), todo...), "/"), nil
+			}
+			return "", syscall.ENOENT // a dangling link, or a missing directory
+		}
+		if n.e.Type == btrfstest.TypeSymlink {
+			if links++; links > 40 {
+				return "", syscall.ELOOP
+			}
+			if strings.HasPrefix(n.e.Target, "/") {
+				stack = nil
+			}
+			t := strings.Split(n.e.Target, "/")
+			todo = append(t, todo...)
+			fromLink = len(t) + fromLink
+			continue
+		}
+		stack = append(stack, c)
+	}
+	if all {
+		return cur(), nil
+	}
+	if m.nodes[cur()].e.Type != btrfstest.TypeDir {
+		return "", syscall.ENOTDIR
+	}
+	return joinPath(cur(), last), nil
+}
+
+// planPhysical is plan for an op whose paths are physical.
+func (m *model) planPhysical(o *rop) (want, alt error, apply func()) {
 	switch o.kind {
 	case "mkdir", "create", "symlink", "mknod":
 		return m.planCreate(o)

@@ -4,7 +4,6 @@ import (
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
-	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // checkDataSpace refuses, before anything changes, a change that needs n
@@ -12,7 +11,8 @@ import (
 // (ENOSPC): without it the change would fail half way and abort the
 // transaction. Compressed writes are not refused up front, since they
 // may need far less; they can still fail late.
-func (c *wctx) checkDataSpace(fsys *FS, t *txn.Txn, n uint64) error {
+func (c *wctx) checkDataSpace(n uint64) error {
+	fsys, t := c.fsys, c.t
 	if n == 0 || fsys.w.opts.Compress != "" {
 		return nil
 	}
