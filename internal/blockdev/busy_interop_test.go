@@ -31,6 +31,20 @@ func TestKernelMountRefusesWriters(t *testing.T) {
 		t.Fatalf("image attached to %s but not mounted: %v", loop, err)
 	}
 	f.Close()
+	// A block device held by a writer: its O_EXCL claim and its lock
+	// refuse a second writer, as locked, not mounted.
+	lw, err := blockdev.OpenFile(loop, false)
+	if err != nil {
+		t.Fatalf("writer of %s: %v", loop, err)
+	}
+	if f, err := blockdev.OpenFile(loop, false); !errors.Is(err, blockdev.ErrLocked) || errors.Is(err, blockdev.ErrMounted) ||
+		!strings.HasPrefix(err.Error(), loop+": image is open for writing elsewhere") {
+		if err == nil {
+			f.Close()
+		}
+		t.Errorf("second writer of %s: %v; want ErrLocked", loop, err)
+	}
+	lw.Close()
 	btrfstest.Detach(t, loop)
 
 	dir := btrfstest.Mount(t, "", img)
@@ -58,6 +72,18 @@ func TestKernelMountRefusesWriters(t *testing.T) {
 		if st, err := os.Stat(img); err != nil || st.Size() != st0.Size() {
 			t.Fatalf("%s: a refused writer changed the image's size: %v", name, err)
 		}
+	}
+	// Another name of the image (a hard link) is the same file.
+	link := img + ".link"
+	if err := os.Link(img, link); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := blockdev.OpenFile(link, false); !errors.Is(err, blockdev.ErrMounted) ||
+		!strings.HasPrefix(err.Error(), link+": mounted by the kernel at "+dir+" (through "+through+")") {
+		if err == nil {
+			f.Close()
+		}
+		t.Errorf("hard link %s of the mounted image: %v; want ErrMounted", link, err)
 	}
 	if f, err := blockdev.OpenFile(through, false); !errors.Is(err, blockdev.ErrMounted) || !strings.Contains(err.Error(), " at "+dir) {
 		if err == nil {
