@@ -107,13 +107,15 @@ func ScanWith(paths []string, opts ScanOptions) (*Set, error) {
 }
 
 // sameFileBefore returns the earlier path that names the same file as p,
-// or "". Only writable scans of real files ask: opening a file a second
-// time for writing would meet the writer's lock of the first open (see
-// OpenFile) and be refused as if another writer had it, where the caller
-// only named one device twice. Read-only opens take no lock and are
-// recognised as the same device by their superblocks (group).
+// or "". Only writable scans ask: opening a file a second time for
+// writing would meet the writer's lock of the first open (see OpenFile)
+// and be refused as if another writer had it, where the caller only named
+// one device twice. This holds whatever opts.Open wraps around the file;
+// paths that are no files (in-memory devices of tests) are never the
+// same. Read-only opens take no lock and are recognised as the same
+// device by their superblocks (group).
 func sameFileBefore(before []string, p string, opts ScanOptions) string {
-	if !opts.Writable || opts.Open != nil {
+	if !opts.Writable {
 		return ""
 	}
 	st, err := os.Stat(p)
