@@ -80,6 +80,12 @@ type writer struct {
 // the next data change, data read or Commit, and the transaction is
 // aborted by the next change that sees it or by Commit: the image stays
 // as the last commit left it.
+//
+// Every device is locked for writing until Close: a second OpenWritable
+// of the image, in this process or another, fails at once with an error
+// matching ErrLocked, while Open (read-only) keeps working. On Linux a
+// filesystem the kernel has mounted is refused with ErrMounted
+// (docs/design/0010-image-locks.md).
 func OpenWritable(path string, opts *Options) (*FS, error) {
 	return openWritableWith(path, opts, blockdev.ScanOptions{})
 }

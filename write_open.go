@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -42,6 +43,9 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	}
 	tfs, err := txn.OpenWith(append([]string{path}, o.Devices...), scan)
 	if err != nil {
+		if b, ok := errors.AsType[*blockdev.BusyError](err); ok && b.Path == path {
+			return nil, err // it names the path already
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	fsys, err := openShared(tfs, o)

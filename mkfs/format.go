@@ -18,7 +18,7 @@ func Format(path string, opts Options) error {
 	if opts.Size < 0 {
 		return fmt.Errorf("mkfs: negative size %d", opts.Size)
 	}
-	st, err := os.Stat(path)
+	_, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if opts.Size == 0 {
@@ -31,12 +31,11 @@ func Format(path string, opts Options) error {
 		return closeAfter(d, FormatDevice(d, opts))
 	case err != nil:
 		return fmt.Errorf("mkfs: %w", err)
-	case st.Mode().IsRegular() && st.Size() < opts.Size:
-		if err := os.Truncate(path, opts.Size); err != nil {
-			return fmt.Errorf("mkfs: extend %s: %w", path, err)
-		}
 	}
-	d, err := blockdev.OpenFile(path, false)
+	// OpenFileGrow extends a shorter file only once the file is ours:
+	// one another writer has open, or the kernel has mounted, is refused
+	// untouched.
+	d, err := blockdev.OpenFileGrow(path, opts.Size)
 	if err != nil {
 		return fmt.Errorf("mkfs: %w", err)
 	}

@@ -26,36 +26,49 @@ const (
 
 // OpenFile opens an image file or a block device. The size is the file size
 // for regular files and the device capacity for block devices (taken from
-// the BLKGETSIZE64 ioctl on Linux, from seeking to the end elsewhere). A
-// block device opened for writing is opened exclusively (O_EXCL), which
-// Linux refuses while the device is mounted or otherwise claimed.
+// the BLKGETSIZE64 ioctl on Linux, from seeking to the end elsewhere).
+//
+// Opened for writing, the file is claimed first (see claimForWriting): a
+// file another writer has open for writing is refused with a *BusyError
+// matching ErrLocked, and on Linux one whose filesystem the kernel has
+// mounted (directly or through a loop device) with one matching
+// ErrMounted. A block device opened for writing is also opened
+// exclusively (O_EXCL), which Linux refuses while the device is mounted
+// or otherwise claimed. Read-only opens take no lock and are refused
+// nothing: readers may read while a writer works.
 func OpenFile(path string, readOnly bool) (*File, error) {
-	flag := os.O_RDWR
 	if readOnly {
-		flag = os.O_RDONLY
-	} else if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0 {
-		flag |= os.O_EXCL
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return sized(f, path, true)
 	}
-	f, err := os.OpenFile(path, flag, 0)
-	if err != nil {
-		return nil, err
-	}
-	size, err := deviceSize(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("size of %s: %w", path, err)
-	}
-	return &File{f: f, size: size, readOnly: readOnly}, nil
+	return openWriter(path, os.O_RDWR, -1)
+}
+
+// OpenFileGrow is OpenFile for writing that first extends a regular file
+// shorter than size to size bytes (the new bytes are a hole), after the
+// file is claimed, so that a file another writer has open is left as it
+// is.
+func OpenFileGrow(path string, size int64) (*File, error) {
+	return openWriter(path, os.O_RDWR, size)
 }
 
 // CreateFile creates (or truncates) a sparse image file of the given size
-// and opens it read-write.
+// and opens it read-write. An existing file is emptied only once it is
+// claimed (see OpenFile): a file another writer has open, or one the
+// kernel has mounted, is refused and left as it is.
 func CreateFile(path string, size int64) (*File, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("create %s: negative size %d", path, size)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openClaimed(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return nil, err
 	}
 	if err := f.Truncate(size); err != nil {
@@ -63,6 +76,61 @@ func CreateFile(path string, size int64) (*File, error) {
 		return nil, err
 	}
 	return &File{f: f, size: size}, nil
+}
+
+// openWriter opens path read-write and claims it; a regular file shorter
+// than grow (when grow >= 0) is then extended to grow bytes.
+func openWriter(path string, flag int, grow int64) (*File, error) {
+	f, err := openClaimed(path, flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	if grow >= 0 {
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if st.Mode().IsRegular() && st.Size() < grow {
+			if err := f.Truncate(grow); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("extend %s to %d bytes: %w", path, grow, err)
+			}
+		}
+	}
+	return sized(f, path, false)
+}
+
+// openClaimed opens path for writing (exclusively, for a block device) and
+// claims it with claimForWriting.
+func openClaimed(path string, flag int, perm os.FileMode) (*os.File, error) {
+	block := false
+	if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0 {
+		block = true
+		flag = flag&^os.O_CREATE | os.O_EXCL // O_EXCL means "in use" for a device, and with O_CREATE "exists"
+	}
+	f, err := os.OpenFile(path, flag, perm)
+	if err != nil {
+		if block {
+			return nil, busyBlockDevice(path, err)
+		}
+		return nil, err
+	}
+	if err := claimForWriting(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sized wraps an open file into a File of the file's or device's size.
+func sized(f *os.File, path string, readOnly bool) (*File, error) {
+	size, err := deviceSize(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size of %s: %w", path, err)
+	}
+	return &File{f: f, size: size, readOnly: readOnly}, nil
 }
 
 // deviceSize returns the usable size of an open file or block device.

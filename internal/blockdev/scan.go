@@ -3,6 +3,7 @@ package blockdev
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -59,7 +60,9 @@ func Scan(paths []string) (*Set, error) { return ScanWith(paths, ScanOptions{}) 
 // superblock. Devices are keyed by the devid in their superblock's dev_item.
 // All devices are expected at the same generation: devices older than the
 // newest are recorded in Set.Stale (with a warning) and closed. The same
-// device given twice (same devid and device uuid) is used once. On error
+// device given twice (same devid and device uuid) is used once; for a
+// writable scan the same file named twice is not even opened twice (with a
+// warning), since the second open would meet the first one's lock. On error
 // every device opened so far is closed.
 //
 // Which devids are missing can only be known from the chunk tree's
@@ -79,7 +82,12 @@ func ScanWith(paths []string, opts ScanOptions) (*Set, error) {
 		}
 		return nil, err
 	}
-	for _, p := range paths {
+	var again []string
+	for i, p := range paths {
+		if prev := sameFileBefore(paths[:i], p, opts); prev != "" {
+			again = append(again, fmt.Sprintf("%s: same file as %s: ignored", p, prev))
+			continue
+		}
 		m, err := scanOne(p, opts, open)
 		if err != nil {
 			return fail(err)
@@ -94,13 +102,41 @@ func ScanWith(paths []string, opts ScanOptions) (*Set, error) {
 	if err != nil {
 		return fail(err)
 	}
+	s.Warnings = append(s.Warnings, again...)
 	return s, nil
+}
+
+// sameFileBefore returns the earlier path that names the same file as p,
+// or "". Only writable scans ask: opening a file a second time for
+// writing would meet the writer's lock of the first open (see OpenFile)
+// and be refused as if another writer had it, where the caller only named
+// one device twice. This holds whatever opts.Open wraps around the file;
+// paths that are no files (in-memory devices of tests) are never the
+// same. Read-only opens take no lock and are recognised as the same
+// device by their superblocks (group).
+func sameFileBefore(before []string, p string, opts ScanOptions) string {
+	if !opts.Writable {
+		return ""
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	for _, q := range before {
+		if qs, err := os.Stat(q); err == nil && os.SameFile(st, qs) {
+			return q
+		}
+	}
+	return ""
 }
 
 // scanOne opens one path and reads its superblock.
 func scanOne(path string, opts ScanOptions, open func(string, bool) (Device, error)) (*Member, error) {
 	d, err := open(path, !opts.Writable)
 	if err != nil {
+		if _, ok := errors.AsType[*BusyError](err); ok {
+			return nil, err // it names the path and says why
+		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	sb, _, copyNo, err := ReadPrimarySuper(d, opts.SuperFallback)
