@@ -48,7 +48,7 @@ func runDemo(w io.Writer, out string) error {
 	defer os.Remove(img)
 	fmt.Fprintf(w, "$ gobtrfs ls -lR %s\n", img)
 	ls := &lsCmd{long: true, recursive: true, all: true}
-	if err := ls.run(w, img); err != nil {
+	if err := ls.run(w, []string{img}); err != nil {
 		return err
 	}
 	if out == "" {

@@ -25,7 +25,10 @@ type word struct {
 	long     string
 	flags    []flagDef
 	readOnly bool // needs no writable open (getfattr)
-	run      func(s *session, a *wordArgs) error
+	// dashOperand, if set, tells operands that start with "-" from
+	// options (chmod's modes).
+	dashOperand func(string) bool
+	run         func(s *session, a *wordArgs) error
 }
 
 // editWords lists every word in the order help shows them.
@@ -147,7 +150,7 @@ func wordCommand(w *word) *cobra.Command {
 					return cmd.Help()
 				}
 			}
-			pa, err := parseWordArgs(flags, args)
+			pa, err := parseArgs(flags, args, w.dashOperand)
 			if err != nil {
 				return err
 			}
@@ -242,11 +245,17 @@ func runLine(s *session, line string) error {
 	if w == nil {
 		return fmt.Errorf("unknown word %q (see gobtrfs edit --help)", words[0])
 	}
-	pa, err := parseWordArgs(w.flags, words[1:])
+	pa, err := parseArgs(w.flags, words[1:], w.dashOperand)
 	if err != nil {
 		return fmt.Errorf("%s: %v", w.name, err)
 	}
-	return w.run(s, pa)
+	err = w.run(s, pa)
+	var ue usageError
+	if errors.As(err, &ue) {
+		// The word's own messages leave naming the word to the caller.
+		return fmt.Errorf("%s: %v", w.name, err)
+	}
+	return err
 }
 
 // editHelp is the long help of `gobtrfs edit`, listing the words.

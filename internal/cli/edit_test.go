@@ -280,8 +280,8 @@ func TestEditScriptErrors(t *testing.T) {
 		{"\n\nmkdir 'a\n", "edit: line 3: column 7: unterminated single quote"},
 		{"mkdir -z a\n", "edit: line 1: mkdir: unknown option -z"},
 		{"commit now\n", "edit: line 1: commit takes no arguments"},
-		{"chmod 999 .\n", "edit: line 1: invalid mode"},
-		{"touch -d never x\n", "edit: line 1: invalid date"},
+		{"chmod 999 .\n", "edit: line 1: chmod: invalid mode"},
+		{"touch -d never x\n", "edit: line 1: touch: invalid date"},
 		{"rmdir\n", "edit: line 1: rmdir: missing operand"},
 	} {
 		_, stderr, code := runEdit(t, img, tc.script)

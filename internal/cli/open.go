@@ -23,7 +23,17 @@ func (f *fsFlags) register(cmd *cobra.Command) {
 
 // open opens the filesystem in image read-only.
 func (f *fsFlags) open(image string) (*btrfs.FS, error) {
-	return btrfs.Open(image, &btrfs.Options{Devices: f.devices, SuperFallback: f.superFallback})
+	return openImage(image, &btrfs.Options{Devices: f.devices, SuperFallback: f.superFallback}, false)
+}
+
+// openImage opens the filesystem in image, read-only or writable: the
+// one place every command opens an image, so that they all word a failed
+// open alike.
+func openImage(image string, opts *btrfs.Options, writable bool) (*btrfs.FS, error) {
+	if writable {
+		return btrfs.OpenWritable(image, opts)
+	}
+	return btrfs.Open(image, opts)
 }
 
 // splitImagePath splits IMAGE[:PATH]. The image part is the longest prefix
