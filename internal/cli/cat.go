@@ -39,7 +39,7 @@ func catOne(w io.Writer, ff *fsFlags, image, p string) error {
 	defer fsys.Close()
 	f, err := fsys.OpenFile(p)
 	if err != nil {
-		return err
+		return operandErr(image+":"+displayPath(p), err)
 	}
 	defer f.Close()
 	_, err = io.Copy(w, f)

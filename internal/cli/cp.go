@@ -139,7 +139,7 @@ func cpIn(s *session, src, target string, o cpOpts) error {
 		if image, _ := splitImagePath(src); image != src {
 			return usagef("%s: copying from one image into another is not supported", src)
 		}
-		return err
+		return hostErr(err)
 	}
 	if fi.IsDir() && !o.recursive {
 		return fmt.Errorf("-r not specified; omitting directory %s", quoteName(src))
@@ -149,7 +149,7 @@ func cpIn(s *session, src, target string, o cpOpts) error {
 	}
 	source, err := mkfs.OpenPath(src, mkfs.PathOptions{Follow: !o.recursive, Hardlinks: o.archive})
 	if err != nil {
-		return err
+		return hostErr(err)
 	}
 	defer source.Close()
 	copts := mkfs.CopyOptions{
@@ -245,9 +245,9 @@ func cpOutOne(s *session, fsys *btrfs.FS, arg, p, dest string, into bool, o cpOp
 		err = extractAs(fsys, p, target, eo)
 	}
 	if err != nil || o.preserve {
-		return err
+		return hostErr(err)
 	}
-	return resetCopied(target)
+	return hostErr(resetCopied(target))
 }
 
 // extractAs extracts the non-directory p under the host name target:

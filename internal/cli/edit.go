@@ -68,22 +68,21 @@ func (s *session) path(arg string) (string, error) {
 	}
 	image, p := splitImagePath(arg)
 	if image == arg {
-		if strings.Contains(arg, ":") {
-			return "", fmt.Errorf("%s: no image file before the colon", arg)
+		if i := strings.IndexByte(arg, ':'); i > 0 {
+			// No prefix before a colon names a file: most likely the
+			// image name is misspelled, so say what stat says of it.
+			if _, err := os.Stat(arg[:i]); err != nil {
+				return "", hostErr(err)
+			}
 		}
 		return "", usagef("%s: name the path as IMAGE:PATH", arg)
 	}
 	if s.fsys == nil {
-		opts := &btrfs.Options{Devices: s.devices}
-		var err error
-		if s.readOnly {
-			s.fsys, err = btrfs.Open(image, opts)
-		} else {
-			s.fsys, err = btrfs.OpenWritable(image, opts)
-		}
+		fsys, err := openImage(image, &btrfs.Options{Devices: s.devices}, !s.readOnly)
 		if err != nil {
-			return "", err
+			return "", hostErr(err)
 		}
+		s.fsys = fsys
 		s.image = image
 		return p, nil
 	}
@@ -155,7 +154,7 @@ func wordCommand(w *word) *cobra.Command {
 				return err
 			}
 			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly}
-			err = w.run(s, pa)
+			err = s.inImage(w.run(s, pa))
 			if s.fsys == nil {
 				return err
 			}
@@ -189,7 +188,7 @@ func newEditCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			fsys, err := btrfs.OpenWritable(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback})
+			fsys, err := openImage(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback}, true)
 			if err != nil {
 				return err
 			}
@@ -249,13 +248,11 @@ func runLine(s *session, line string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", w.name, err)
 	}
-	err = w.run(s, pa)
-	var ue usageError
-	if errors.As(err, &ue) {
+	if err = s.inImage(w.run(s, pa)); err != nil {
 		// The word's own messages leave naming the word to the caller.
-		return fmt.Errorf("%s: %v", w.name, err)
+		return fmt.Errorf("%s: %s", w.name, describe(err))
 	}
-	return err
+	return nil
 }
 
 // editHelp is the long help of `gobtrfs edit`, listing the words.

@@ -330,7 +330,7 @@ rm -r a/b/c
 		t.Fatalf("exit %d, stdout %q: %s", code, out, stderr)
 	}
 	_, stderr, code = runEdit(t, img, "mkdir n\nrm n\n")
-	if code != ExitFailure || !strings.Contains(stderr, "edit: line 2: rm n: is a directory") {
+	if code != ExitFailure || !strings.Contains(stderr, "edit: line 2: rm: /n: Is a directory") {
 		t.Errorf("rm of a directory made in the same transaction: exit %d, %q", code, stderr)
 	}
 	fsys, err := btrfs.Open(img, nil)

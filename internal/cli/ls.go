@@ -163,7 +163,7 @@ func (c *lsCmd) resolve(arg string) (lsOperand, error) {
 	op.fsys = fsys
 	fi, err := fsys.Lstat(p)
 	if err != nil {
-		return op, err
+		return op, operandErr(arg, err)
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 && !c.long && !c.dirItself {
 		if sfi, err := fsys.Stat(p); err == nil {

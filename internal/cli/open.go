@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"io/fs"
 	"os"
 	pathpkg "path"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +32,15 @@ func (f *fsFlags) open(image string) (*btrfs.FS, error) {
 // one place every command opens an image, so that they all word a failed
 // open alike.
 func openImage(image string, opts *btrfs.Options, writable bool) (*btrfs.FS, error) {
+	// A missing image or a directory: say so in stat's words, before the
+	// library wraps the error in its own context.
+	fi, err := os.Stat(image)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: image, Err: syscall.EISDIR}
+	}
 	if writable {
 		return btrfs.OpenWritable(image, opts)
 	}

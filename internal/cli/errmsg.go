@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"syscall"
+)
+
+// How errors read on standard error: one "gobtrfs CMD: " prefix, then the
+// path and the reason in coreutils' words ("d: No such file or
+// directory"), without the operation names and repeated paths that
+// wrapped errors collect on their way up.
+
+// messages splits err into the lines to print: every error an
+// errors.Join holds becomes its own line.
+func messages(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			if e != nil {
+				out = append(out, messages(e)...)
+			}
+		}
+		return out
+	}
+	return []string{describe(err)}
+}
+
+// describe renders one error: a path error as "PATH: Reason" (the
+// operation is the command's, named by the prefix already), an errno as
+// strerror words.
+func describe(err error) string {
+	var he hostError
+	if errors.As(err, &he) && he.error != err {
+		err = he.error
+	}
+	var ue usageError
+	if errors.As(err, &ue) && ue.err != err {
+		err = ue.err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && err == error(pe) {
+		return pe.Path + ": " + reason(pe.Path, pe.Err)
+	}
+	if _, ok := err.(syscall.Errno); ok {
+		return reason("", err)
+	}
+	return err.Error()
+}
+
+// reason is the text of err for a message about path: errnos and the io/fs
+// sentinels in strerror's words, a nested error about the same path
+// without the path again.
+func reason(path string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && err == error(pe) && pe.Path == path {
+		return reason(path, pe.Err)
+	}
+	switch {
+	case err == fs.ErrNotExist:
+		err = syscall.ENOENT
+	case err == fs.ErrExist:
+		err = syscall.EEXIST
+	case err == fs.ErrPermission:
+		err = syscall.EACCES
+	case err == fs.ErrInvalid:
+		err = syscall.EINVAL
+	}
+	if en, ok := err.(syscall.Errno); ok {
+		return capitalize(en.Error())
+	}
+	return err.Error()
+}
+
+// capitalize makes Go's lower-case errno texts read as strerror's.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// hostError marks an error about a host path, so that inImage leaves its
+// path as it is.
+type hostError struct{ error }
+
+func (e hostError) Unwrap() error { return e.error }
+
+// hostErr marks err (if any) as being about host paths.
+func hostErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return hostError{err}
+}
+
+// inImage rewrites the path of a path error about the session's image as
+// the user names it (IMAGE:/PATH at the top level, /PATH in a script):
+// the library names paths the io/fs way ("etc/passwd"). Errors marked as
+// hostError and absolute paths (the host's) are left alone.
+func (s *session) inImage(err error) error {
+	var he hostError
+	if err == nil || errors.As(err, &he) {
+		return err
+	}
+	var pe *fs.PathError
+	if s.fsys != nil && errors.As(err, &pe) && !strings.HasPrefix(pe.Path, "/") && !strings.Contains(pe.Path, ":") {
+		pe.Path = s.show(cleanFSPath(pe.Path))
+	}
+	return err
+}
+
+// operandErr names the operand arg (IMAGE:PATH as typed) in an error the
+// library reported with its own path.
+func operandErr(arg string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: arg, Err: pe.Err}
+	}
+	return &fs.PathError{Op: "open", Path: arg, Err: err}
+}
