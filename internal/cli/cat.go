@@ -42,6 +42,8 @@ func catOne(w io.Writer, ff *fsFlags, image, p string) error {
 		return operandErr(image+":"+displayPath(p), err)
 	}
 	defer f.Close()
-	_, err = io.Copy(w, f)
-	return err
+	if _, err = io.Copy(w, f); err != nil {
+		return operandErr(image+":"+displayPath(p), err)
+	}
+	return nil
 }

@@ -207,7 +207,7 @@ func cpOut(s *session, srcs []string, dest string, o cpOpts) error {
 	}
 	for i, p := range paths {
 		if err := cpOutOne(s, ro.fsys, srcs[i], p, dest, into, o); err != nil {
-			return err
+			return extractFailures(ro.image, err)
 		}
 	}
 	return nil

@@ -15,16 +15,33 @@ import (
 // messages splits err into the lines to print: every error an
 // errors.Join holds becomes its own line.
 func messages(err error) []string {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
+	if errs, ok := joined(err); ok {
 		var out []string
-		for _, e := range j.Unwrap() {
-			if e != nil {
-				out = append(out, messages(e)...)
-			}
+		for _, e := range errs {
+			out = append(out, messages(e)...)
 		}
 		return out
 	}
 	return []string{describe(err)}
+}
+
+// joined returns the errors err joins when it is an errors.Join: its
+// text is theirs, one a line. Other errors with several causes (a data
+// error that is also corruption) are one message.
+func joined(err error) ([]error, bool) {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil, false
+	}
+	var errs []error
+	var texts []string
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			errs = append(errs, e)
+			texts = append(texts, e.Error())
+		}
+	}
+	return errs, strings.Join(texts, "\n") == err.Error()
 }
 
 // describe renders one error: a path error as "PATH: Reason" (the
@@ -43,7 +60,7 @@ func describe(err error) string {
 	if errors.As(err, &pe) && err == error(pe) {
 		return pe.Path + ": " + reason(pe.Path, pe.Err)
 	}
-	if _, ok := err.(syscall.Errno); ok {
+	if _, ok := err.(syscall.Errno); ok || errors.Is(err, syscall.ENOSPC) {
 		return reason("", err)
 	}
 	return err.Error()
@@ -70,7 +87,17 @@ func reason(path string, err error) string {
 	if en, ok := err.(syscall.Errno); ok {
 		return capitalize(en.Error())
 	}
-	return err.Error()
+	if errors.Is(err, syscall.ENOSPC) {
+		// The allocator's chain (which tree, which block group, which
+		// profile) means nothing to the user: the image is full.
+		return capitalize(syscall.ENOSPC.Error())
+	}
+	// Wrapping that names the path again ("x.img: x.img: ...").
+	msg := err.Error()
+	for path != "" && strings.HasPrefix(msg, path+": ") {
+		msg = msg[len(path)+2:]
+	}
+	return msg
 }
 
 // capitalize makes Go's lower-case errno texts read as strerror's.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"io/fs"
 	"os"
 	pathpkg "path"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/probe"
 )
 
 // fsFlags are the flags every command that opens a filesystem takes.
@@ -41,11 +43,60 @@ func openImage(image string, opts *btrfs.Options, writable bool) (*btrfs.FS, err
 	if fi.IsDir() {
 		return nil, &fs.PathError{Op: "open", Path: image, Err: syscall.EISDIR}
 	}
+	var fsys *btrfs.FS
 	if writable {
-		return btrfs.OpenWritable(image, opts)
+		fsys, err = btrfs.OpenWritable(image, opts)
+	} else {
+		fsys, err = btrfs.Open(image, opts)
 	}
-	return btrfs.Open(image, opts)
+	if err != nil {
+		return nil, notBtrfs(image, fi.Size(), err)
+	}
+	return fsys, nil
 }
+
+// notBtrfs rewords a failed open of something that is not btrfs at all
+// by what it looks like ("ext4 filesystem, not btrfs"), where the library
+// can only call the superblock corrupt. A btrfs image keeps its error.
+func notBtrfs(image string, size int64, err error) error {
+	f, oerr := os.Open(image)
+	if oerr != nil {
+		return err
+	}
+	defer f.Close()
+	if size == 0 {
+		// A block device stats as size 0; ask the device.
+		if end, err := f.Seek(0, io.SeekEnd); err == nil {
+			size = end
+		}
+	}
+	what := ""
+	found, ok := probe.Identify(f, size)
+	switch {
+	case ok && found.Type == "btrfs", probe.BtrfsMirror(f):
+		// btrfs, damaged: the library's error says where.
+		return &fs.PathError{Op: "open", Path: image, Err: err}
+	case ok:
+		what = found.What + ", not btrfs"
+	case size < 1<<20:
+		what = "too small to hold a btrfs filesystem"
+	case probe.Zero(f, 1<<20):
+		what = "no filesystem (only zeros where it would start)"
+	default:
+		what = "not a btrfs filesystem (no btrfs superblock, nothing else recognised)"
+	}
+	return &fs.PathError{Op: "open", Path: image, Err: notBtrfsError{what, err}}
+}
+
+// notBtrfsError says what an image holds instead of btrfs; the library's
+// error stays reachable for errors.Is.
+type notBtrfsError struct {
+	what string
+	err  error
+}
+
+func (e notBtrfsError) Error() string { return e.what }
+func (e notBtrfsError) Unwrap() error { return e.err }
 
 // splitImagePath splits IMAGE[:PATH]. The image part is the longest prefix
 // before a colon that names an existing file, so image paths may contain
