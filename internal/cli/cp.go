@@ -190,7 +190,7 @@ func parentExists(s *session, target string) error {
 // with internal/extract. The image is opened read-only here, not through
 // the session, so that the word's caller has nothing to commit.
 func cpOut(s *session, srcs []string, dest string, o cpOpts) error {
-	ro := &session{devices: s.devices, readOnly: true}
+	ro := &session{devices: s.devices, readOnly: true, warn: s.warn}
 	paths, err := ro.paths(srcs)
 	if ro.fsys != nil {
 		defer ro.fsys.Close()

@@ -53,10 +53,11 @@ func findWord(name string) *word {
 type session struct {
 	fsys     *btrfs.FS
 	out      io.Writer
-	script   bool     // operands are paths inside the image
-	image    string   // top level: the image the first path named
-	devices  []string // top level: the other devices (--device)
-	readOnly bool     // top level: open read-only
+	script   bool         // operands are paths inside the image
+	image    string       // top level: the image the first path named
+	devices  []string     // top level: the other devices (--device)
+	readOnly bool         // top level: open read-only
+	warn     func(string) // top level: where warnings of the open go
 }
 
 // path resolves a path operand to an io/fs path in the session's
@@ -78,7 +79,7 @@ func (s *session) path(arg string) (string, error) {
 		return "", usagef("%s: name the path as IMAGE:PATH", arg)
 	}
 	if s.fsys == nil {
-		fsys, err := openImage(image, &btrfs.Options{Devices: s.devices}, !s.readOnly)
+		fsys, err := openImage(image, &btrfs.Options{Devices: s.devices}, !s.readOnly, s.warn)
 		if err != nil {
 			return "", hostErr(err)
 		}
@@ -153,7 +154,7 @@ func wordCommand(w *word) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly}
+			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly, warn: warner(cmd)}
 			err = s.inImage(w.run(s, pa))
 			if s.fsys == nil {
 				return err
@@ -188,7 +189,7 @@ func newEditCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			fsys, err := openImage(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback}, true)
+			fsys, err := openImage(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback}, true, warner(cmd))
 			if err != nil {
 				return err
 			}

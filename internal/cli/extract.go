@@ -39,7 +39,7 @@ could not be read).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			image, p := splitImagePath(args[0])
-			fsys, err := ff.open(image)
+			fsys, err := ff.open(image, warner(cmd))
 			if err != nil {
 				return err
 			}

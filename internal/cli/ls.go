@@ -33,6 +33,7 @@ type lsCmd struct {
 	fss      map[string]*btrfs.FS // open images by name
 	oneImage bool                 // every operand names the same image
 	printed  bool                 // something is on the output already
+	warn     func(string)         // warnings of opening an image
 }
 
 func newLsCommand() *cobra.Command {
@@ -57,7 +58,10 @@ images.
 multi-device filesystem are given with --device only, and -h is
 --human-readable (--help shows this help).`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd.OutOrStdout(), args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.warn = warner(cmd)
+			return c.run(cmd.OutOrStdout(), args)
+		},
 	}
 	// Only --help: -h is --human-readable, as in ls(1).
 	cmd.Flags().Bool("help", false, "help for ls")
@@ -155,7 +159,7 @@ func (c *lsCmd) resolve(arg string) (lsOperand, error) {
 	fsys := c.fss[filepath.Clean(image)]
 	if fsys == nil {
 		var err error
-		if fsys, err = openImage(image, &btrfs.Options{Devices: c.devices}, false); err != nil {
+		if fsys, err = openImage(image, &btrfs.Options{Devices: c.devices}, false, c.warn); err != nil {
 			return op, err
 		}
 		c.fss[filepath.Clean(image)] = fsys

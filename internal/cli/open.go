@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -25,15 +27,26 @@ func (f *fsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.superFallback, "super-fallback", false, "use a mirror superblock if the primary one is damaged")
 }
 
-// open opens the filesystem in image read-only.
-func (f *fsFlags) open(image string) (*btrfs.FS, error) {
-	return openImage(image, &btrfs.Options{Devices: f.devices, SuperFallback: f.superFallback}, false)
+// open opens the filesystem in image read-only; warnings go to warn
+// (see openImage).
+func (f *fsFlags) open(image string, warn func(string)) (*btrfs.FS, error) {
+	return openImage(image, &btrfs.Options{Devices: f.devices, SuperFallback: f.superFallback}, false, warn)
+}
+
+// warner returns the function that prints a command's warnings to its
+// standard error with the command's prefix.
+func warner(cmd *cobra.Command) func(string) {
+	return func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", cmd.CommandPath(), msg) }
 }
 
 // openImage opens the filesystem in image, read-only or writable: the
 // one place every command opens an image, so that they all word a failed
 // open alike.
-func openImage(image string, opts *btrfs.Options, writable bool) (*btrfs.FS, error) {
+//
+// A filesystem opened without some of its devices is read degraded: each
+// missing device is reported to warn (if not nil) in btrfs-progs' words,
+// "warning, device 2 is missing".
+func openImage(image string, opts *btrfs.Options, writable bool, warn func(string)) (*btrfs.FS, error) {
 	// A missing image or a directory: say so in stat's words, before the
 	// library wraps the error in its own context.
 	fi, err := os.Stat(image)
@@ -49,10 +62,39 @@ func openImage(image string, opts *btrfs.Options, writable bool) (*btrfs.FS, err
 	} else {
 		fsys, err = btrfs.Open(image, opts)
 	}
+	if err != nil && writable && errors.Is(err, btrfs.ErrUnsupported) {
+		err = degradedWrite(image, opts, err)
+	}
 	if err != nil {
 		return nil, notBtrfs(image, fi.Size(), err)
 	}
+	if warn != nil {
+		for _, id := range fsys.MissingDevices() {
+			warn(fmt.Sprintf("warning, device %d is missing", id))
+		}
+	}
 	return fsys, nil
+}
+
+// degradedWrite rewords the refusal to change a filesystem with devices
+// missing: the library's error names its layers, the user needs to know
+// which device to add.
+func degradedWrite(image string, opts *btrfs.Options, err error) error {
+	fsys, rerr := btrfs.Open(image, opts)
+	if rerr != nil {
+		return err
+	}
+	defer fsys.Close()
+	missing := fsys.MissingDevices()
+	if len(missing) == 0 {
+		return err
+	}
+	ids := make([]string, len(missing))
+	for i, id := range missing {
+		ids[i] = fmt.Sprint(id)
+	}
+	return &fs.PathError{Op: "open", Path: image, Err: rewordedError{
+		fmt.Sprintf("device %s missing: changes need every device (name the others with --device)", strings.Join(ids, ", ")), err}}
 }
 
 // notBtrfs rewords a failed open of something that is not btrfs at all
@@ -85,18 +127,19 @@ func notBtrfs(image string, size int64, err error) error {
 	default:
 		what = "not a btrfs filesystem (no btrfs superblock, nothing else recognised)"
 	}
-	return &fs.PathError{Op: "open", Path: image, Err: notBtrfsError{what, err}}
+	return &fs.PathError{Op: "open", Path: image, Err: rewordedError{what, err}}
 }
 
-// notBtrfsError says what an image holds instead of btrfs; the library's
-// error stays reachable for errors.Is.
-type notBtrfsError struct {
+// rewordedError says in the user's words why an image could not be
+// opened (what it holds instead of btrfs, which device is missing); the
+// library's error stays reachable for errors.Is.
+type rewordedError struct {
 	what string
 	err  error
 }
 
-func (e notBtrfsError) Error() string { return e.what }
-func (e notBtrfsError) Unwrap() error { return e.err }
+func (e rewordedError) Error() string { return e.what }
+func (e rewordedError) Unwrap() error { return e.err }
 
 // splitImagePath splits IMAGE[:PATH]. The image part is the longest prefix
 // before a colon that names an existing file, so image paths may contain
