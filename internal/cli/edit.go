@@ -28,7 +28,11 @@ type word struct {
 	// dashOperand, if set, tells operands that start with "-" from
 	// options (chmod's modes).
 	dashOperand func(string) bool
-	run         func(s *session, a *wordArgs) error
+	// hHelp makes -h mean --help, for words whose model has it so
+	// (util-linux fallocate); coreutils' commands either reject -h or give
+	// it another meaning.
+	hHelp bool
+	run   func(s *session, a *wordArgs) error
 }
 
 // editWords lists every word in the order help shows them.
@@ -146,7 +150,7 @@ func wordCommand(w *word) *cobra.Command {
 				if a == "--" {
 					break
 				}
-				if a == "--help" {
+				if a == "--help" || (a == "-h" && w.hHelp) {
 					return cmd.Help()
 				}
 			}

@@ -200,7 +200,8 @@ truncate (K, MiB, MB, ...), as util-linux fallocate does.`,
 		{name: "n", short: 'n', long: "keep-size", help: "do not change the file size"},
 		{name: "p", short: 'p', long: "punch-hole", help: "make the range a hole (implies -n)"},
 	},
-	run: runFallocate,
+	hHelp: true,
+	run:   runFallocate,
 }
 
 func runFallocate(s *session, a *wordArgs) error {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
 )
 
 // Exit statuses and the shape of messages: one "gobtrfs CMD: " prefix, a
@@ -75,5 +77,23 @@ func TestOnePrefixAndMissingImage(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); err == nil {
 		t.Errorf("a command made the missing image")
+	}
+}
+
+// TestDashH checks that -h means help only where the command's model
+// has no other -h: ls -h is --human-readable, chown -h and touch -h
+// --no-dereference, mkdir -h an unknown option as in coreutils.
+func TestDashH(t *testing.T) {
+	img := btrfstest.OpenFixture(t, "rootdir-16k-crc32c")
+	if out, _, code := run(t, "ls", "-lh", img); code != ExitOK || strings.Contains(out, "Usage:") || !strings.Contains(out, "regular") {
+		t.Errorf("ls -lh: exit %d\n%s", code, out)
+	}
+	for _, cmd := range []string{"fallocate", "cat", "extract"} {
+		if out, _, code := run(t, cmd, "-h"); code != ExitOK || !strings.Contains(out, "Usage:") {
+			t.Errorf("%s -h: exit %d, want its help", cmd, code)
+		}
+	}
+	if _, stderr, code := run(t, "mkdir", "-h"); code != ExitUsage || !strings.Contains(stderr, "unknown option -h") {
+		t.Errorf("mkdir -h: exit %d, %q", code, stderr)
 	}
 }
