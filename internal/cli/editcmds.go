@@ -93,6 +93,8 @@ func runRmdir(s *session, a *wordArgs) error {
 	for _, p := range paths {
 		if fi, err := s.fsys.Lstat(p); err == nil && !fi.IsDir() {
 			return &fs.PathError{Op: "rmdir", Path: p, Err: syscall.ENOTDIR}
+		} else if err == nil && isSubvolume(fi) && p != "." {
+			return &fs.PathError{Op: "rmdir", Path: p, Err: errSubvolume}
 		}
 		if err := s.fsys.Remove(p); err != nil {
 			return err

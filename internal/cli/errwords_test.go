@@ -196,7 +196,7 @@ func TestSubvolumeRemoveAndMoveRefused(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "sv.img")
 	mustRun(t, ExitOK, "mkfs", "-q", "--rootdir", root, "--subvol", "top/home", img)
 	at := func(p string) string { return img + ":" + p }
-	for _, args := range [][]string{{"rm", "-r", at("top")}, {"rm", "-rf", at("top/home")}, {"mv", at("top/home"), at("h")}} {
+	for _, args := range [][]string{{"rm", "-r", at("top")}, {"rm", "-rf", at("top/home")}, {"mv", at("top/home"), at("h")}, {"rmdir", at("top/home")}} {
 		_, stderr, code := run(t, args...)
 		if code != ExitFailure || !strings.Contains(stderr, img+":/top/home: is a subvolume; removing and moving subvolumes is not supported yet") {
 			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
