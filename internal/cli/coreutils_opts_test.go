@@ -156,9 +156,8 @@ func TestCpNoClobberVerbose(t *testing.T) {
 	if got := catImage(t, img, "dst/sub/g"); got != "new" {
 		t.Errorf("cp -rn did not copy a new file: %q", got)
 	}
-	want := "'" + src + "/.' -> '" + img + ":/dst'\n" +
-		"'" + src + "/./sub' -> '" + img + ":/dst/sub'\n" +
-		"'" + src + "/./sub/g' -> '" + img + ":/dst/sub/g'\n"
+	// As cp -v: the directories merged into (dst, dst/sub) say nothing.
+	want := "'" + src + "/./sub/g' -> '" + img + ":/dst/sub/g'\n"
 	if out != want {
 		t.Errorf("cp -rnv printed\n%s\nwant\n%s", out, want)
 	}

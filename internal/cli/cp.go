@@ -157,6 +157,10 @@ func cpIn(s *session, src, target string, o cpOpts) error {
 		KeepTimes: o.preserve, KeepXattrs: o.archive, NoClobber: o.noClobber}
 	if o.verbose {
 		copts.Copying = func(rel, to string) {
+			// As cp -v: a directory merged into says nothing.
+			if fi, err := s.fsys.Lstat(to); err == nil && fi.IsDir() {
+				return
+			}
 			from := src
 			if rel != "." {
 				from = strings.TrimSuffix(src, "/") + "/" + rel

@@ -86,7 +86,7 @@ func (c *cloner) tree(src, target string) error {
 		if q != src {
 			to = pathpkg.Join(target, q[len(src)+1:])
 		}
-		if c.o.verbose {
+		if old, err := c.s.fsys.Lstat(to); c.o.verbose && !(err == nil && old.IsDir() && fi.IsDir()) {
 			c.s.verbosef("%s -> %s", quoteName(c.s.show(q)), quoteName(c.s.show(to)))
 		}
 		return c.one(q, to, fi)
