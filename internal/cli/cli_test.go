@@ -164,6 +164,8 @@ func TestSplitImagePath(t *testing.T) {
 		{img + ":/etc//passwd", img, "etc/passwd"},
 		{img + ":x:y", img, "x:y"},
 		{"missing", "missing", "."},
+		{"missing.img:/etc", "missing.img", "etc"}, // misspelled: opening it says it is missing
+		{"C:", "C:", "."},
 	} {
 		i, p := splitImagePath(c.in)
 		if i != c.image || p != c.path {

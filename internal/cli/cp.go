@@ -137,7 +137,9 @@ func cpIn(s *session, src, target string, o cpOpts) error {
 	fi, err := stat(src)
 	if err != nil {
 		if image, _ := splitImagePath(src); image != src {
-			return usagef("%s: copying from one image into another is not supported", src)
+			if _, serr := os.Stat(image); serr == nil {
+				return usagef("%s: copying from one image into another is not supported", src)
+			}
 		}
 		return hostErr(err)
 	}

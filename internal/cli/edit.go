@@ -73,13 +73,6 @@ func (s *session) path(arg string) (string, error) {
 	}
 	image, p := splitImagePath(arg)
 	if image == arg {
-		if i := strings.IndexByte(arg, ':'); i > 0 {
-			// No prefix before a colon names a file: most likely the
-			// image name is misspelled, so say what stat says of it.
-			if _, err := os.Stat(arg[:i]); err != nil {
-				return "", hostErr(err)
-			}
-		}
 		return "", usagef("%s: name the path as IMAGE:PATH", arg)
 	}
 	if s.fsys == nil {

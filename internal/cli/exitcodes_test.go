@@ -60,6 +60,10 @@ func TestOnePrefixAndMissingImage(t *testing.T) {
 		want string
 	}{
 		{[]string{"ls", missing}, "gobtrfs ls: " + missing + ": No such file or directory\n"},
+		{[]string{"ls", missing + ":/etc"}, "gobtrfs ls: " + missing + ": No such file or directory\n"},
+		{[]string{"cat", missing + ":/etc/motd"}, "gobtrfs cat: " + missing + ": No such file or directory\n"},
+		{[]string{"extract", missing + ":/etc", t.TempDir()}, "gobtrfs extract: " + missing + ": No such file or directory\n"},
+		{[]string{"cp", missing + ":/etc", t.TempDir()}, "gobtrfs cp: " + missing + ": No such file or directory\n"},
 		{[]string{"mkdir", missing + ":/d"}, "gobtrfs mkdir: " + missing + ": No such file or directory\n"},
 		{[]string{"ls", img + ":/nosuch"}, "gobtrfs ls: " + img + ":/nosuch: No such file or directory\n"},
 		{[]string{"rmdir", img + ":/nosuch"}, "gobtrfs rmdir: " + img + ":/nosuch: No such file or directory\n"},

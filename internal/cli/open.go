@@ -144,16 +144,25 @@ func (e rewordedError) Unwrap() error { return e.err }
 // splitImagePath splits IMAGE[:PATH]. The image part is the longest prefix
 // before a colon that names an existing file, so image paths may contain
 // colons; PATH defaults to the top of the filesystem and is returned as an
-// io/fs path ("." for the top).
+// io/fs path ("." for the top). When nothing before a colon exists, and
+// arg is no existing file either, the image is what comes before the last
+// colon (not a drive letter): most likely a misspelled image name, which
+// opening it then reports as missing.
 func splitImagePath(arg string) (image, path string) {
 	image, path = arg, "."
+	found := false
 	for i := len(arg) - 1; i >= 0; i-- {
 		if arg[i] != ':' {
 			continue
 		}
 		if _, err := os.Stat(arg[:i]); err == nil {
-			image, path = arg[:i], arg[i+1:]
+			image, path, found = arg[:i], arg[i+1:], true
 			break
+		}
+	}
+	if i := strings.LastIndexByte(arg, ':'); !found && i > 1 {
+		if _, err := os.Lstat(arg); err != nil {
+			image, path = arg[:i], arg[i+1:]
 		}
 	}
 	path = strings.TrimPrefix(pathpkg.Clean("/"+path), "/")
