@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"io/fs"
 	pathpkg "path"
 
@@ -47,17 +46,4 @@ func walkFrom(fsys *btrfs.FS, p string, fi fs.FileInfo, post bool, fn func(strin
 		return fn(p, fi)
 	}
 	return nil
-}
-
-// errSubvolume is why rm -r and mv refuse a subvolume: the write API
-// cannot delete or move subvolumes yet, and saying so beats the EXDEV or
-// "cross-device" wording the library reports.
-var errSubvolume = errors.New("is a subvolume; removing and moving subvolumes is not supported yet")
-
-// isSubvolume reports whether fi is the top directory of a subvolume
-// other than the one its path starts in (btrfs gives subvolume roots
-// inode number 256).
-func isSubvolume(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*btrfs.Stat)
-	return ok && fi.IsDir() && st.Ino == 256
 }
