@@ -40,7 +40,8 @@ func TestUsageErrorsEndWithHint(t *testing.T) {
 		{[]string{"cp", "a"}, "gobtrfs cp: missing destination file operand after 'a'\nTry 'gobtrfs cp --help' for more information.\n"},
 		{[]string{"mv", "-z"}, "gobtrfs mv: unknown option -z\nTry 'gobtrfs mv --help' for more information.\n"},
 		{[]string{"ls"}, "gobtrfs ls: missing operand\nTry 'gobtrfs ls --help' for more information.\n"},
-		{[]string{"subvolume", "list"}, "gobtrfs subvolume list: wrong number of operands (accepts 1 arg(s), received 0)\nTry 'gobtrfs subvolume list --help' for more information.\n"},
+		{[]string{"subvolume", "list"}, "gobtrfs subvolume list: missing operand (takes 1)\nTry 'gobtrfs subvolume list --help' for more information.\n"},
+		{[]string{"extract", "a", "b", "c"}, "gobtrfs extract: extra operand (takes 2)\nTry 'gobtrfs extract --help' for more information.\n"},
 	} {
 		_, stderr, code := run(t, tc.args...)
 		if code != ExitUsage || stderr != tc.want {

@@ -71,6 +71,12 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	return ExitUsage
 }
 
+// sscan reports whether msg has exactly the form format.
+func sscan(msg, format string, args ...any) bool {
+	n, err := fmt.Sscanf(msg, format, args...)
+	return err == nil && n == len(args)
+}
+
 // errShownHelp ends a command that printed its help instead of running:
 // exit status 2, nothing more to say.
 var errShownHelp = errors.New("help shown")
@@ -82,13 +88,17 @@ func cobraWords(err error) error {
 	if strings.HasPrefix(msg, "unknown command ") {
 		return errors.New(strings.Replace(msg, ` for "gobtrfs"`, "", 1))
 	}
-	if strings.HasPrefix(msg, "requires at least") && strings.HasSuffix(msg, "only received 0") {
+	var want, got int
+	switch {
+	case strings.HasPrefix(msg, "requires at least") && strings.HasSuffix(msg, "only received 0"):
 		return errors.New("missing operand")
-	}
-	if strings.HasPrefix(msg, "accepts 0 arg(s)") {
+	case strings.HasPrefix(msg, "accepts 0 arg(s)"):
 		return errors.New("takes no operands")
-	}
-	if strings.HasPrefix(msg, "accepts ") || strings.HasPrefix(msg, "requires at") {
+	case sscan(msg, "accepts %d arg(s), received %d", &want, &got) && got < want:
+		return fmt.Errorf("missing operand (takes %d)", want)
+	case sscan(msg, "accepts %d arg(s), received %d", &want, &got):
+		return fmt.Errorf("extra operand (takes %d)", want)
+	case strings.HasPrefix(msg, "accepts ") || strings.HasPrefix(msg, "requires at"):
 		return fmt.Errorf("wrong number of operands (%s)", msg)
 	}
 	return err
