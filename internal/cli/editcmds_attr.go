@@ -288,7 +288,7 @@ func refTimes(s *session, ref string) (*btrfs.Stat, error) {
 	}
 	fi, err := s.fsys.Lstat(p)
 	if err != nil {
-		return nil, fmt.Errorf("failed to get attributes of %s: %w", quoteName(ref), err)
+		return nil, fmt.Errorf("failed to get attributes of %s: %s", quoteName(ref), reason(p, err))
 	}
 	st, ok := fi.Sys().(*btrfs.Stat)
 	if !ok {

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 )
@@ -59,6 +60,14 @@ func describe(err error) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) && err == error(pe) {
 		return pe.Path + ": " + reason(pe.Path, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) && err == error(le) {
+		if le.Op == "symlink" {
+			// Old is the link's text, not a path: name the link.
+			return le.New + ": " + reason(le.New, le.Err)
+		}
+		return le.Old + " -> " + le.New + ": " + reason("", le.Err)
 	}
 	if _, ok := err.(syscall.Errno); ok || errors.Is(err, syscall.ENOSPC) {
 		return reason("", err)
@@ -131,9 +140,22 @@ func (s *session) inImage(err error) error {
 	if err == nil || errors.As(err, &he) {
 		return err
 	}
+	if s.fsys == nil {
+		return err
+	}
+	inside := func(p string) bool { return !strings.HasPrefix(p, "/") && !strings.Contains(p, ":") }
 	var pe *fs.PathError
-	if s.fsys != nil && errors.As(err, &pe) && !strings.HasPrefix(pe.Path, "/") && !strings.Contains(pe.Path, ":") {
+	if errors.As(err, &pe) && inside(pe.Path) {
 		pe.Path = s.show(cleanFSPath(pe.Path))
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		if le.Op != "symlink" && inside(le.Old) {
+			le.Old = s.show(cleanFSPath(le.Old))
+		}
+		if inside(le.New) {
+			le.New = s.show(cleanFSPath(le.New))
+		}
 	}
 	return err
 }

@@ -55,6 +55,8 @@ func TestUsageErrorsEndWithHint(t *testing.T) {
 // image name says the file is missing.
 func TestOnePrefixAndMissingImage(t *testing.T) {
 	img := editImage(t)
+	mustRun(t, ExitOK, "mkdir", img+":/d")
+	mustRun(t, ExitOK, "touch", img+":/f")
 	missing := filepath.Join(t.TempDir(), "nosuch.img")
 	for _, tc := range []struct {
 		args []string
@@ -69,6 +71,9 @@ func TestOnePrefixAndMissingImage(t *testing.T) {
 		{[]string{"ls", img + ":/nosuch"}, "gobtrfs ls: " + img + ":/nosuch: No such file or directory\n"},
 		{[]string{"rmdir", img + ":/nosuch"}, "gobtrfs rmdir: " + img + ":/nosuch: No such file or directory\n"},
 		{[]string{"mkdir", img + ":/"}, "gobtrfs mkdir: " + img + ":/: File exists\n"},
+		{[]string{"ln", "-s", "x", img + ":/f"}, "gobtrfs ln: " + img + ":/f: File exists\n"},
+		{[]string{"mv", img + ":/d", img + ":/d/e"}, "gobtrfs mv: " + img + ":/d -> " + img + ":/d/e: Invalid argument\n"},
+		{[]string{"touch", "-r", img + ":/nosuch", img + ":/x"}, "gobtrfs touch: failed to get attributes of '" + img + ":/nosuch': No such file or directory\n"},
 		{[]string{"ls", filepath.Dir(missing)}, "gobtrfs ls: " + filepath.Dir(missing) + ": Is a directory\n"},
 	} {
 		_, stderr, code := run(t, tc.args...)
