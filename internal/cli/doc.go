@@ -15,8 +15,8 @@
 //
 // Arguments of the form IMAGE:PATH name a path inside the filesystem in an
 // image file or block device; other devices of a multi-device filesystem
-// are given with -d/--device (repeatable; --device only for the editing
-// commands, where -d means other things).
+// are given with -d/--device (repeatable; --device only for ls and the
+// editing commands, where -d means what it means to ls, touch or getfattr).
 //
 // The editing commands (edit.go, editcmds*.go) are "words": each is one
 // implementation shared by its top-level command, which opens the image,
