@@ -196,12 +196,7 @@ func (fsys *FS) readData(in *inode, buf []byte, logical disk.LogicalAddr) error 
 		return true
 	}
 	if err := fsys.data.ReadLogical(buf, logical, verify); err != nil {
-		k := disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}
-		what := "data read failed"
-		if bad != 0 {
-			what = fmt.Sprintf("data checksum mismatch at logical %d in every copy", bad)
-		}
-		return &disk.CorruptError{Logical: logical, Tree: in.sv.id, Key: &k, What: what, Err: err}
+		return &DataError{Subvolume: uint64(in.sv.id), Ino: uint64(in.ino), Logical: logical, Bad: bad, Err: err}
 	}
 	return nil
 }

@@ -35,6 +35,12 @@ type CopyOptions struct {
 	KeepXattrs bool
 	// Progress, if set, is called after each entry with its data bytes.
 	Progress func(bytes int64)
+	// NoClobber leaves every existing non-directory in dest alone and
+	// skips the source entry that would replace it (cp -n).
+	NoClobber bool
+	// Copying, if set, is called before each entry is applied with its
+	// path in the source ("." for the root) and in fsys (cp -v).
+	Copying func(srcPath, destPath string)
 }
 
 // CopyInto applies the entries of src to fsys, an already open writable
@@ -78,7 +84,7 @@ func CopyIntoContext(ctx context.Context, fsys *btrfs.FS, src Source, dest strin
 			}
 		}
 	}
-	return f.fill(&destSource{src: src, dest: dest, opts: &opts})
+	return f.fill(&destSource{fsys: fsys, src: src, dest: dest, opts: &opts})
 }
 
 // cleanDest makes dest an io/fs path, "." for the top.
@@ -119,6 +125,7 @@ func (f *filler) replace(p string, k Kind) error {
 // destSource moves the entries of src below dest and drops what the copy
 // options do not keep.
 type destSource struct {
+	fsys *btrfs.FS // for NoClobber
 	src  Source
 	dest string
 	opts *CopyOptions
@@ -132,21 +139,42 @@ func (d *destSource) under(p string) string {
 }
 
 func (d *destSource) Next() (*Entry, error) {
+	for {
+		e, srcPath, err := d.next()
+		if err != nil {
+			return nil, err
+		}
+		if d.opts.NoClobber && e.Kind != KindDir {
+			if _, err := d.fsys.Lstat(e.Path); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+		}
+		if d.opts.Copying != nil {
+			d.opts.Copying(srcPath, e.Path)
+		}
+		return e, nil
+	}
+}
+
+// next is Next without NoClobber's skipping; it also returns the entry's
+// path in the source.
+func (d *destSource) next() (*Entry, string, error) {
 	e, err := d.src.Next()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// The root of the source may be a single file (OpenPath); CleanPath
 	// would not allow a non-directory at "." so check the path here.
 	if e.Path != "." {
 		p, err := CleanPath(e.Path)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if p != e.Path {
-			return nil, inputErr(e.Path, "path not clean (want %q)", p)
+			return nil, "", inputErr(e.Path, "path not clean (want %q)", p)
 		}
 	}
+	srcPath := e.Path
 	e.Path = d.under(e.Path)
 	if e.Kind == KindHardlink {
 		e.LinkOf = d.under(e.LinkOf)
@@ -157,7 +185,7 @@ func (d *destSource) Next() (*Entry, error) {
 	if !d.opts.KeepXattrs {
 		e.Xattrs = nil
 	}
-	return e, nil
+	return e, srcPath, nil
 }
 
 func (d *destSource) Close() error { return d.src.Close() }

@@ -1,6 +1,7 @@
 package mkfs
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -191,6 +192,21 @@ func (s *DirSource) fileData(e *Entry, hp string) error {
 		return err
 	}
 	e.Size = st.Size()
+	if e.Size == 0 {
+		// Files of /proc and /sys stat as empty but have contents, which
+		// cp(1) copies by reading to the end: do the same.
+		data, err := readSizeless(f)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("mkfs: %s: %w", hp, err)
+		}
+		if len(data) > 0 {
+			s.open = f
+			e.Size, e.Segments = int64(len(data)), []Segment{{Off: 0, Len: int64(len(data))}}
+			e.Open = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+			return nil
+		}
+	}
 	if e.Segments, err = dataSegments(f, e.Size); err != nil {
 		f.Close()
 		return fmt.Errorf("mkfs: %s: %w", hp, err)
@@ -205,4 +221,20 @@ func (s *DirSource) fileData(e *Entry, hp string) error {
 		return io.NopCloser(io.MultiReader(rs...)), nil
 	}
 	return nil
+}
+
+// maxSizeless bounds what readSizeless keeps in memory: pseudo files are
+// small, and a device pretending to be a file must not eat the memory.
+const maxSizeless = 64 << 20
+
+// readSizeless reads a file that stats as empty to its end.
+func readSizeless(f io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(f, maxSizeless+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSizeless {
+		return nil, fmt.Errorf("file stats as empty but holds more than %d bytes", maxSizeless)
+	}
+	return data, nil
 }

@@ -20,7 +20,7 @@ Every data block is verified against its checksum as it is read.`,
 				if p == "." {
 					return usagef("%s: name a file as IMAGE:PATH", a)
 				}
-				if err := catOne(cmd.OutOrStdout(), &ff, image, p); err != nil {
+				if err := catOne(cmd.OutOrStdout(), &ff, image, p, warner(cmd)); err != nil {
 					return err
 				}
 			}
@@ -31,17 +31,19 @@ Every data block is verified against its checksum as it is read.`,
 	return cmd
 }
 
-func catOne(w io.Writer, ff *fsFlags, image, p string) error {
-	fsys, err := ff.open(image)
+func catOne(w io.Writer, ff *fsFlags, image, p string, warn func(string)) error {
+	fsys, err := ff.open(image, warn)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
 	f, err := fsys.OpenFile(p)
 	if err != nil {
-		return err
+		return operandErr(image+":"+displayPath(p), err)
 	}
 	defer f.Close()
-	_, err = io.Copy(w, f)
-	return err
+	if _, err = io.Copy(w, f); err != nil {
+		return operandErr(image+":"+displayPath(p), err)
+	}
+	return nil
 }

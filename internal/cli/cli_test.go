@@ -137,7 +137,20 @@ func TestExtractGoesOnPastDamage(t *testing.T) {
 func TestDemo(t *testing.T) {
 	out, stderr, code := run(t, "demo", "--out", filepath.Join(t.TempDir(), "demo"))
 	if code != 0 || !strings.Contains(out, "extracted") {
-		t.Errorf("demo: exit %d\n%s\n%s", code, out, stderr)
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// The image the demo lists stays for the commands it suggests.
+	first, _, _ := strings.Cut(out, "\n")
+	img, ok := strings.CutPrefix(first, "$ gobtrfs ls -lR ")
+	if !ok {
+		t.Fatalf("first line %q", first)
+	}
+	defer os.RemoveAll(filepath.Dir(img))
+	if !strings.Contains(out, "gobtrfs cat "+img+":/regular\n") {
+		t.Errorf("demo does not suggest commands on its image:\n%s", out)
+	}
+	if got, stderr, code := run(t, "cat", img+":/regular"); code != ExitOK || got == "" {
+		t.Errorf("cat on the demo's image: exit %d, %s", code, stderr)
 	}
 }
 
@@ -151,6 +164,8 @@ func TestSplitImagePath(t *testing.T) {
 		{img + ":/etc//passwd", img, "etc/passwd"},
 		{img + ":x:y", img, "x:y"},
 		{"missing", "missing", "."},
+		{"missing.img:/etc", "missing.img", "etc"}, // misspelled: opening it says it is missing
+		{"C:", "C:", "."},
 	} {
 		i, p := splitImagePath(c.in)
 		if i != c.image || p != c.path {

@@ -27,8 +27,9 @@ func newDemoCommand() *cobra.Command {
 		Use:   "demo [--out DIR]",
 		Short: "List and extract a small btrfs image built into gobtrfs",
 		Long: `Unpack a small btrfs image made by mkfs.btrfs (it is built into the binary),
-list it recursively, extract it, and say where. Shows what gobtrfs does with
-nothing but Go installed.`,
+list it recursively, extract it, and say where. The image stays in a new
+temporary directory for more commands (the demo names it). Shows what gobtrfs
+does with nothing but Go installed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.OutOrStdout(), keep) },
 	}
@@ -42,13 +43,13 @@ func runDemo(w io.Writer, out string) error {
 		return err
 	}
 	img := filepath.Join(tmp, "demo.img")
+	// The image stays: the demo shows commands to try on it.
 	if err := unpackSparse(img, demoImage); err != nil {
 		return err
 	}
-	defer os.Remove(img)
 	fmt.Fprintf(w, "$ gobtrfs ls -lR %s\n", img)
 	ls := &lsCmd{long: true, recursive: true, all: true}
-	if err := ls.run(w, img); err != nil {
+	if err := ls.run(w, []string{img}); err != nil {
 		return err
 	}
 	if out == "" {
@@ -66,6 +67,8 @@ func runDemo(w io.Writer, out string) error {
 	fmt.Fprintf(w, "\n$ gobtrfs extract %s %s\n", img, out)
 	fmt.Fprintf(w, "extracted %d files (%d bytes), %d directories, %d symlinks, %d hardlinks, %d special files into %s\n",
 		st.Files, st.Bytes, st.Dirs, st.Symlinks, st.Hardlinks, st.Special, out)
+	fmt.Fprintf(w, "\nThe image is kept for you to try more:\n  gobtrfs cat %s:/regular\n  gobtrfs mkdir %s:/new\n  gobtrfs ls -l %s\nRemove %s when done.\n",
+		img, img, img, tmp)
 	return nil
 }
 

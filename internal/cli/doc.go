@@ -6,12 +6,17 @@
 //	0  success
 //	1  the operation failed, or (extract) finished but could not read
 //	   everything; the reasons are on standard error
-//	2  usage error: unknown command, bad flag or argument
+//	2  usage error: unknown command, bad flag or argument, no command at
+//	   all, help for an unknown command
+//
+// Every message on standard error has one "gobtrfs CMD: " prefix and
+// names paths as the user did (IMAGE:/PATH); a usage error ends with a
+// "Try 'gobtrfs CMD --help'" line, as coreutils does (main.go, errmsg.go).
 //
 // Arguments of the form IMAGE:PATH name a path inside the filesystem in an
 // image file or block device; other devices of a multi-device filesystem
-// are given with -d/--device (repeatable; --device only for the editing
-// commands, where -d means other things).
+// are given with -d/--device (repeatable; --device only for ls and the
+// editing commands, where -d means what it means to ls, touch or getfattr).
 //
 // The editing commands (edit.go, editcmds*.go) are "words": each is one
 // implementation shared by its top-level command, which opens the image,

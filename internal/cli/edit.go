@@ -25,7 +25,14 @@ type word struct {
 	long     string
 	flags    []flagDef
 	readOnly bool // needs no writable open (getfattr)
-	run      func(s *session, a *wordArgs) error
+	// dashOperand, if set, tells operands that start with "-" from
+	// options (chmod's modes).
+	dashOperand func(string) bool
+	// hHelp makes -h mean --help, for words whose model has it so
+	// (util-linux fallocate); coreutils' commands either reject -h or give
+	// it another meaning.
+	hHelp bool
+	run   func(s *session, a *wordArgs) error
 }
 
 // editWords lists every word in the order help shows them.
@@ -50,10 +57,11 @@ func findWord(name string) *word {
 type session struct {
 	fsys     *btrfs.FS
 	out      io.Writer
-	script   bool     // operands are paths inside the image
-	image    string   // top level: the image the first path named
-	devices  []string // top level: the other devices (--device)
-	readOnly bool     // top level: open read-only
+	script   bool         // operands are paths inside the image
+	image    string       // top level: the image the first path named
+	devices  []string     // top level: the other devices (--device)
+	readOnly bool         // top level: open read-only
+	warn     func(string) // top level: where warnings of the open go
 }
 
 // path resolves a path operand to an io/fs path in the session's
@@ -65,22 +73,14 @@ func (s *session) path(arg string) (string, error) {
 	}
 	image, p := splitImagePath(arg)
 	if image == arg {
-		if strings.Contains(arg, ":") {
-			return "", fmt.Errorf("%s: no image file before the colon", arg)
-		}
 		return "", usagef("%s: name the path as IMAGE:PATH", arg)
 	}
 	if s.fsys == nil {
-		opts := &btrfs.Options{Devices: s.devices}
-		var err error
-		if s.readOnly {
-			s.fsys, err = btrfs.Open(image, opts)
-		} else {
-			s.fsys, err = btrfs.OpenWritable(image, opts)
-		}
+		fsys, err := openImage(image, &btrfs.Options{Devices: s.devices}, !s.readOnly, s.warn)
 		if err != nil {
-			return "", err
+			return "", hostErr(err)
 		}
+		s.fsys = fsys
 		s.image = image
 		return p, nil
 	}
@@ -143,16 +143,16 @@ func wordCommand(w *word) *cobra.Command {
 				if a == "--" {
 					break
 				}
-				if a == "--help" {
+				if a == "--help" || (a == "-h" && w.hHelp) {
 					return cmd.Help()
 				}
 			}
-			pa, err := parseWordArgs(flags, args)
+			pa, err := parseArgs(flags, args, w.dashOperand)
 			if err != nil {
 				return err
 			}
-			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly}
-			err = w.run(s, pa)
+			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly, warn: warner(cmd)}
+			err = s.inImage(w.run(s, pa))
 			if s.fsys == nil {
 				return err
 			}
@@ -188,7 +188,7 @@ func newEditCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			fsys, err := btrfs.OpenWritable(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback})
+			fsys, err := openImage(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback}, true, warner(cmd))
 			if err != nil {
 				return err
 			}
@@ -248,11 +248,15 @@ func runLine(s *session, line string) error {
 	if w == nil {
 		return fmt.Errorf("unknown word %q (see gobtrfs edit --help)", words[0])
 	}
-	pa, err := parseWordArgs(w.flags, words[1:])
+	pa, err := parseArgs(w.flags, words[1:], w.dashOperand)
 	if err != nil {
 		return fmt.Errorf("%s: %v", w.name, err)
 	}
-	return w.run(s, pa)
+	if err = s.inImage(w.run(s, pa)); err != nil {
+		// The word's own messages leave naming the word to the caller.
+		return fmt.Errorf("%s: %s", w.name, describe(err))
+	}
+	return nil
 }
 
 // editHelp is the long help of `gobtrfs edit`, listing the words.

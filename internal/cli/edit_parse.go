@@ -120,11 +120,32 @@ func (d flagDef) spelling() string {
 
 // wordArgs is a parsed argument list: the options given and the operands.
 type wordArgs struct {
-	vals map[string][]string // one entry per occurrence ("" for switches)
-	ops  []string
+	vals  map[string][]string // one entry per occurrence ("" for switches)
+	order map[string]int      // position of each option's last occurrence
+	seq   int                 // options seen so far
+	ops   []string
+}
+
+// add records one occurrence of an option.
+func (a *wordArgs) add(name, val string) {
+	a.vals[name] = append(a.vals[name], val)
+	a.seq++
+	a.order[name] = a.seq
 }
 
 func (a *wordArgs) has(name string) bool { return len(a.vals[name]) > 0 }
+
+// lastOf returns which of the named switches came last on the command
+// line ("" if none did), for pairs where the later one wins (mv -f/-n).
+func (a *wordArgs) lastOf(names ...string) string {
+	last, at := "", -1
+	for _, n := range names {
+		if i, ok := a.order[n]; ok && i > at {
+			last, at = n, i
+		}
+	}
+	return last
+}
 
 // val returns the last value given for an option (later ones win, as with
 // getopt-based tools).
@@ -143,7 +164,14 @@ func (a *wordArgs) val(name string) (string, bool) {
 // A word without short options (chmod) takes words starting with "-" as
 // operands, so "chmod -w" works.
 func parseWordArgs(defs []flagDef, args []string) (*wordArgs, error) {
-	a := &wordArgs{vals: map[string][]string{}}
+	return parseArgs(defs, args, nil)
+}
+
+// parseArgs is parseWordArgs where an argument starting with "-" for
+// which dashOperand is true is an operand, not options: chmod's "-w" is
+// a mode even though chmod has options (-R), as in chmod(1).
+func parseArgs(defs []flagDef, args []string, dashOperand func(string) bool) (*wordArgs, error) {
+	a := &wordArgs{vals: map[string][]string{}, order: map[string]int{}}
 	for i := 0; i < len(args); i++ {
 		s := args[i]
 		switch {
@@ -156,7 +184,7 @@ func parseWordArgs(defs []flagDef, args []string) (*wordArgs, error) {
 				return nil, err
 			}
 			i = n
-		case len(s) > 1 && s[0] == '-' && hasShort(defs):
+		case len(s) > 1 && s[0] == '-' && hasShort(defs) && (dashOperand == nil || !dashOperand(s)):
 			n, err := a.parseShort(defs, args, i)
 			if err != nil {
 				return nil, err
@@ -200,7 +228,7 @@ func (a *wordArgs) parseLong(defs []flagDef, args []string, i int) (int, error) 
 		i++
 		val = args[i]
 	}
-	a.vals[d.name] = append(a.vals[d.name], val)
+	a.add(d.name, val)
 	return i, nil
 }
 
@@ -219,7 +247,7 @@ func (a *wordArgs) parseShort(defs []flagDef, args []string, i int) (int, error)
 			return 0, usagef("unknown option -%c", s[j])
 		}
 		if !d.arg {
-			a.vals[d.name] = append(a.vals[d.name], "")
+			a.add(d.name, "")
 			continue
 		}
 		val := s[j+1:]
@@ -230,7 +258,7 @@ func (a *wordArgs) parseShort(defs []flagDef, args []string, i int) (int, error)
 			i++
 			val = args[i]
 		}
-		a.vals[d.name] = append(a.vals[d.name], val)
+		a.add(d.name, val)
 		break
 	}
 	return i, nil

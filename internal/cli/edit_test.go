@@ -280,8 +280,8 @@ func TestEditScriptErrors(t *testing.T) {
 		{"\n\nmkdir 'a\n", "edit: line 3: column 7: unterminated single quote"},
 		{"mkdir -z a\n", "edit: line 1: mkdir: unknown option -z"},
 		{"commit now\n", "edit: line 1: commit takes no arguments"},
-		{"chmod 999 .\n", "edit: line 1: invalid mode"},
-		{"touch -d never x\n", "edit: line 1: invalid date"},
+		{"chmod 999 .\n", "edit: line 1: chmod: invalid mode"},
+		{"touch -d never x\n", "edit: line 1: touch: invalid date"},
 		{"rmdir\n", "edit: line 1: rmdir: missing operand"},
 	} {
 		_, stderr, code := runEdit(t, img, tc.script)
@@ -330,7 +330,7 @@ rm -r a/b/c
 		t.Fatalf("exit %d, stdout %q: %s", code, out, stderr)
 	}
 	_, stderr, code = runEdit(t, img, "mkdir n\nrm n\n")
-	if code != ExitFailure || !strings.Contains(stderr, "edit: line 2: rm n: is a directory") {
+	if code != ExitFailure || !strings.Contains(stderr, "edit: line 2: rm: /n: Is a directory") {
 		t.Errorf("rm of a directory made in the same transaction: exit %d, %q", code, stderr)
 	}
 	fsys, err := btrfs.Open(img, nil)

@@ -32,7 +32,7 @@ to 777) sets the new directory's mode; the default is 755.`,
 
 func runMkdir(s *session, a *wordArgs) error {
 	if len(a.ops) == 0 {
-		return usagef("mkdir: missing operand")
+		return usagef("missing operand")
 	}
 	perm := defaultDirPerm
 	if v, ok := a.val("mode"); ok {
@@ -84,7 +84,7 @@ var rmdirWord = word{
 
 func runRmdir(s *session, a *wordArgs) error {
 	if len(a.ops) == 0 {
-		return usagef("rmdir: missing operand")
+		return usagef("missing operand")
 	}
 	paths, err := s.paths(a.ops)
 	if err != nil {
@@ -93,6 +93,8 @@ func runRmdir(s *session, a *wordArgs) error {
 	for _, p := range paths {
 		if fi, err := s.fsys.Lstat(p); err == nil && !fi.IsDir() {
 			return &fs.PathError{Op: "rmdir", Path: p, Err: syscall.ENOTDIR}
+		} else if err == nil && isSubvolume(fi) && p != "." {
+			return &fs.PathError{Op: "rmdir", Path: p, Err: errSubvolume}
 		}
 		if err := s.fsys.Remove(p); err != nil {
 			return err
@@ -103,14 +105,16 @@ func runRmdir(s *session, a *wordArgs) error {
 
 var rmWord = word{
 	name:     "rm",
-	synopsis: "[-r] [-f] PATH...",
+	synopsis: "[-r] [-f] [-v] PATH...",
 	short:    "Remove files and directories",
 	long: `Remove each file. Directories need -r (which removes everything below them).
-With -f, paths that do not exist are no error.`,
+With -f, paths that do not exist are no error. With -v, every removed file is
+named as rm -v names it. Subvolumes cannot be removed yet.`,
 	flags: []flagDef{
 		{name: "r", short: 'r', long: "recursive", help: "remove directories and their contents"},
 		{name: "r", short: 'R', help: "same as -r"},
 		{name: "f", short: 'f', long: "force", help: "ignore paths that do not exist"},
+		{name: "v", short: 'v', long: "verbose", help: "name every removed file"},
 	},
 	run: runRm,
 }
@@ -121,7 +125,7 @@ func runRm(s *session, a *wordArgs) error {
 		if force {
 			return nil
 		}
-		return usagef("rm: missing operand")
+		return usagef("missing operand")
 	}
 	paths, err := s.paths(a.ops)
 	if err != nil {
@@ -138,11 +142,14 @@ func runRm(s *session, a *wordArgs) error {
 		case err != nil:
 			return err
 		case fi.IsDir() && a.has("r"):
-			err = s.fsys.RemoveAll(p)
+			err = removeTree(s, p, a.has("v"))
 		case fi.IsDir():
 			err = &fs.PathError{Op: "rm", Path: p, Err: syscall.EISDIR}
 		default:
 			err = s.fsys.Remove(p)
+			if err == nil && a.has("v") {
+				s.verbosef("removed %s", quoteName(s.show(p)))
+			}
 		}
 		if err != nil {
 			return err
@@ -151,24 +158,68 @@ func runRm(s *session, a *wordArgs) error {
 	return nil
 }
 
+// removeTree removes the directory p and everything below it. A
+// subvolume in the tree is refused before anything is removed (removing
+// subvolumes is not supported yet). With verbose it names what went, in
+// the order rm -rv does: each directory after its entries.
+func removeTree(s *session, p string, verbose bool) error {
+	var gone []string
+	var dirs []bool
+	err := walkTree(s.fsys, p, true, func(q string, fi fs.FileInfo) error {
+		if isSubvolume(fi) {
+			return &fs.PathError{Op: "rm", Path: q, Err: errSubvolume}
+		}
+		gone, dirs = append(gone, q), append(dirs, fi.IsDir())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.fsys.RemoveAll(p); err != nil {
+		return err
+	}
+	for i, q := range gone {
+		if !verbose {
+			break
+		}
+		if dirs[i] {
+			s.verbosef("removed directory %s", quoteName(s.show(q)))
+		} else {
+			s.verbosef("removed %s", quoteName(s.show(q)))
+		}
+	}
+	return nil
+}
+
 var mvWord = word{
 	name:     "mv",
-	synopsis: "SRC... DEST",
+	synopsis: "[-f] [-n] [-v] SRC... DEST",
 	short:    "Move or rename files",
 	long: `Rename SRC to DEST, replacing DEST as rename(2) would. When DEST is an existing
 directory or a symbolic link to one, every SRC moves into that directory under
-its own name.`,
+its own name. -f is accepted (mv never asks); -n leaves an existing
+destination alone and skips that SRC. Subvolumes cannot be moved yet.`,
+	flags: []flagDef{
+		{name: "f", short: 'f', long: "force", help: "replace existing destinations (the default)"},
+		{name: "n", short: 'n', long: "no-clobber", help: "do not replace an existing destination"},
+		{name: "v", short: 'v', long: "verbose", help: "name every file moved"},
+	},
 	run: runMv,
 }
 
 func runMv(s *session, a *wordArgs) error {
-	if len(a.ops) < 2 {
-		return usagef("mv: need SRC and DEST")
+	if len(a.ops) == 0 {
+		return usagef("missing file operand")
+	}
+	if len(a.ops) == 1 {
+		return usagef("missing destination file operand after %s", quoteName(a.ops[0]))
 	}
 	paths, err := s.paths(a.ops)
 	if err != nil {
 		return err
 	}
+	// As in mv(1), the last of -f and -n wins.
+	noClobber := a.lastOf("f", "n") == "n"
 	srcs, dest := paths[:len(paths)-1], paths[len(paths)-1]
 	dir, into := intoDir(s.fsys, dest)
 	if !into && len(srcs) > 1 {
@@ -179,8 +230,19 @@ func runMv(s *session, a *wordArgs) error {
 		if into {
 			to = pathpkg.Join(dir, pathpkg.Base(src))
 		}
+		if fi, err := s.fsys.Lstat(src); err == nil && isSubvolume(fi) {
+			return &fs.PathError{Op: "mv", Path: src, Err: errSubvolume}
+		}
+		if noClobber {
+			if _, err := s.fsys.Lstat(to); err == nil {
+				continue
+			}
+		}
 		if err := s.fsys.Rename(src, to); err != nil {
 			return err
+		}
+		if a.has("v") {
+			s.verbosef("renamed %s -> %s", quoteName(s.show(src)), quoteName(s.show(to)))
 		}
 	}
 	return nil
@@ -188,21 +250,28 @@ func runMv(s *session, a *wordArgs) error {
 
 var lnWord = word{
 	name:     "ln",
-	synopsis: "[-s] TARGET PATH",
+	synopsis: "[-s] [-f] [-n] TARGET PATH",
 	short:    "Make hard or symbolic links",
 	long: `Make PATH a hard link to the file TARGET (a path in the same image), or with -s
 a symbolic link whose target is the text TARGET, stored as given. When PATH is
 an existing directory or a symbolic link to one, the link goes into that
-directory under TARGET's last element.`,
+directory under TARGET's last element. -f replaces an existing PATH that is not
+a directory; -n takes a symbolic link PATH as a file, not as the directory it
+points to (with -f: replaces the link).`,
 	flags: []flagDef{
 		{name: "s", short: 's', long: "symbolic", help: "make a symbolic link"},
+		{name: "f", short: 'f', long: "force", help: "remove an existing destination first"},
+		{name: "n", short: 'n', long: "no-dereference", help: "do not follow a symbolic link PATH to a directory"},
 	},
 	run: runLn,
 }
 
 func runLn(s *session, a *wordArgs) error {
+	if len(a.ops) == 0 {
+		return usagef("missing file operand")
+	}
 	if len(a.ops) != 2 {
-		return usagef("ln: need TARGET and PATH")
+		return usagef("need TARGET and PATH")
 	}
 	target := a.ops[0]
 	if !a.has("s") {
@@ -216,8 +285,24 @@ func runLn(s *session, a *wordArgs) error {
 	if err != nil {
 		return err
 	}
-	if dir, into := intoDir(s.fsys, name); into {
+	linkItself := false
+	if a.has("n") {
+		fi, err := s.fsys.Lstat(name)
+		linkItself = err == nil && fi.Mode()&fs.ModeSymlink != 0
+	}
+	if dir, into := intoDir(s.fsys, name); into && !linkItself {
 		name = pathpkg.Join(dir, pathpkg.Base(target))
+	}
+	if a.has("f") {
+		// ln -f removes what is in the way, but never a directory.
+		if fi, err := s.fsys.Lstat(name); err == nil {
+			if fi.IsDir() {
+				return &fs.PathError{Op: "ln", Path: name, Err: errors.New("cannot overwrite directory")}
+			}
+			if err := s.fsys.Remove(name); err != nil {
+				return err
+			}
+		}
 	}
 	if a.has("s") {
 		return s.fsys.Symlink(target, name)
@@ -239,7 +324,7 @@ with MAJOR and MINOR numbers, or p (FIFO). MODE defaults to 644.`,
 
 func runMknod(s *session, a *wordArgs) error {
 	if len(a.ops) < 2 {
-		return usagef("mknod: need PATH and TYPE")
+		return usagef("need PATH and TYPE")
 	}
 	perm := defaultFilePerm
 	if v, ok := a.val("mode"); ok {
@@ -258,21 +343,21 @@ func runMknod(s *session, a *wordArgs) error {
 	case "p":
 		kind = fs.ModeNamedPipe
 	default:
-		return usagef("mknod: TYPE must be b, c, u or p, not %q", a.ops[1])
+		return usagef("TYPE must be b, c, u or p, not %q", a.ops[1])
 	}
 	var dev uint64
 	if kind == fs.ModeNamedPipe {
 		if len(a.ops) != 2 {
-			return usagef("mknod: a FIFO takes no MAJOR and MINOR")
+			return usagef("a FIFO takes no MAJOR and MINOR")
 		}
 	} else {
 		if len(a.ops) != 4 {
-			return usagef("mknod: a device needs MAJOR and MINOR")
+			return usagef("a device needs MAJOR and MINOR")
 		}
 		major, err1 := strconv.ParseUint(a.ops[2], 0, 32)
 		minor, err2 := strconv.ParseUint(a.ops[3], 0, 32)
 		if err1 != nil || err2 != nil || major > 0xfff || minor > 0xfffff {
-			return usagef("mknod: bad device number %s %s", a.ops[2], a.ops[3])
+			return usagef("bad device number %s %s", a.ops[2], a.ops[3])
 		}
 		dev = btrfs.Mkdev(uint32(major), uint32(minor))
 	}

@@ -19,18 +19,28 @@ import (
 
 var chmodWord = word{
 	name:     "chmod",
-	synopsis: "MODE PATH...",
+	synopsis: "[-R] MODE PATH...",
 	short:    "Change permissions",
 	long: `Set the mode of each file: octal (755, 4755) or symbolic (u+x, go-w, a=r, u+s,
 +t, g=u, comma lists). No umask applies: "+w" means "a+w". A symbolic link
 operand changes the file it points to, and directories keep their set-id bits
-unless the mode names them (00755 clears them), as chmod(1) does.`,
-	run: runChmod,
+unless the mode names them (00755 clears them), as chmod(1) does. With -R,
+everything below a directory operand changes too; symbolic links met on the
+way are left alone, as chmod -R does.`,
+	flags: []flagDef{
+		{name: "R", short: 'R', long: "recursive", help: "change files and directories recursively"},
+	},
+	// "-w", "-x,g+r": a mode, not options, as chmod(1) reads them.
+	dashOperand: func(arg string) bool { _, err := parseMode(arg); return err == nil },
+	run:         runChmod,
 }
 
 func runChmod(s *session, a *wordArgs) error {
-	if len(a.ops) < 2 {
-		return usagef("chmod: need MODE and PATH")
+	if len(a.ops) == 0 {
+		return usagef("missing operand")
+	}
+	if len(a.ops) == 1 {
+		return usagef("missing operand after %s", quoteName(a.ops[0]))
 	}
 	m, err := parseMode(a.ops[0])
 	if err != nil {
@@ -44,36 +54,58 @@ func runChmod(s *session, a *wordArgs) error {
 		if p, err = followLinks(s.fsys, p); err != nil {
 			return err
 		}
-		var old uint32
-		isDir := false
-		if !m.Octal() {
+		if !a.has("R") {
 			fi, err := s.fsys.Lstat(p)
 			if err != nil {
 				return err
 			}
-			old, isDir = btrfs.UnixMode(fi.Mode())&0o7777, fi.IsDir()
+			if err := chmodOne(s.fsys, p, fi, m); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := s.fsys.Chmod(p, m.apply(old, isDir)); err != nil {
+		err := walkTree(s.fsys, p, false, func(q string, fi fs.FileInfo) error {
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				return nil
+			}
+			return chmodOne(s.fsys, q, fi, m)
+		})
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// chmodOne applies m to p, whose current state is fi.
+func chmodOne(fsys *btrfs.FS, p string, fi fs.FileInfo, m modeSpec) error {
+	old := btrfs.UnixMode(fi.Mode()) & 0o7777
+	return fsys.Chmod(p, m.apply(old, fi.IsDir()))
+}
+
 var chownWord = word{
 	name:     "chown",
-	synopsis: "OWNER[:GROUP] PATH...",
+	synopsis: "[-R] [-h] OWNER[:GROUP] PATH...",
 	short:    "Change owner and group",
 	long: `Set the owner and/or group of each file. OWNER and GROUP are numeric ids or
 names looked up on this host (not in the image). "OWNER:" also sets the
 owner's login group; ":GROUP" changes only the group. Unlike chown(1), a
-symbolic link operand is changed itself, not the file it points to.`,
+symbolic link operand is changed itself, not the file it points to (always
+as with -h). With -R, everything below a directory operand changes too,
+symbolic links themselves, as chown -R does.`,
+	flags: []flagDef{
+		{name: "R", short: 'R', long: "recursive", help: "change files and directories recursively"},
+		{name: "h", short: 'h', long: "no-dereference", help: "change symbolic links themselves (always done)"},
+	},
 	run: runChown,
 }
 
 func runChown(s *session, a *wordArgs) error {
-	if len(a.ops) < 2 {
-		return usagef("chown: need OWNER[:GROUP] and PATH")
+	if len(a.ops) == 0 {
+		return usagef("missing operand")
+	}
+	if len(a.ops) == 1 {
+		return usagef("missing operand after %s", quoteName(a.ops[0]))
 	}
 	uid, gid, err := parseOwner(a.ops[0])
 	if err != nil {
@@ -84,7 +116,16 @@ func runChown(s *session, a *wordArgs) error {
 		return err
 	}
 	for _, p := range paths {
-		if err := s.fsys.Chown(p, uid, gid); err != nil {
+		if !a.has("R") {
+			if err := s.fsys.Chown(p, uid, gid); err != nil {
+				return err
+			}
+			continue
+		}
+		err := walkTree(s.fsys, p, false, func(q string, _ fs.FileInfo) error {
+			return s.fsys.Chown(q, uid, gid)
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -123,7 +164,7 @@ func parseOwner(spec string) (uid, gid int, err error) {
 		}
 	}
 	if owner == "" && group == "" && !colon {
-		return 0, 0, usagef("chown: empty OWNER")
+		return 0, 0, usagef("empty OWNER")
 	}
 	return uid, gid, nil
 }
@@ -148,50 +189,74 @@ func lookupID(s string, byName, byID func(string) (*user.User, error)) (int, *us
 
 var touchWord = word{
 	name:     "touch",
-	synopsis: "[-d DATE] [-a] [-m] [-c] PATH...",
+	synopsis: "[-d DATE | -r REF] [-a] [-m] [-c] [-h] PATH...",
 	short:    "Change file times, making empty files",
-	long: `Set the access and modification times of each file to now or to DATE, making
-an empty file (mode 644) where none exists unless -c is given. DATE is one of
+	long: `Set the access and modification times of each file to now, to DATE or to the
+times of the file REF, making an empty file (mode 644) where none exists unless
+-c or -h is given. DATE is one of
   RFC 3339                      2024-05-06T07:08:09.5+02:00
   YYYY-MM-DD                    2024-05-06 (midnight UTC)
   "YYYY-MM-DD HH:MM[:SS[.frac]]" UTC unless an offset follows (Z, +02:00)
   @SECONDS[.frac]               seconds since 1970-01-01 UTC
-A symbolic link operand changes the file it points to, as touch(1) does.`,
+REF is a path in the same image (IMAGE:PATH at the top level); a symbolic link
+REF gives the times of the file it points to. A symbolic link operand changes
+the file it points to, as touch(1) does; with -h the link itself.`,
 	flags: []flagDef{
 		{name: "date", short: 'd', long: "date", arg: true, help: "use DATE instead of now"},
+		{name: "reference", short: 'r', long: "reference", arg: true, meta: "REF", help: "use REF's times instead of now"},
 		{name: "a", short: 'a', help: "change only the access time"},
 		{name: "m", short: 'm', help: "change only the modification time"},
 		{name: "c", short: 'c', long: "no-create", help: "do not make missing files"},
+		{name: "h", short: 'h', long: "no-dereference", help: "change a symbolic link itself (makes nothing)"},
 	},
 	run: runTouch,
 }
 
 func runTouch(s *session, a *wordArgs) error {
 	if len(a.ops) == 0 {
-		return usagef("touch: missing operand")
+		return usagef("missing file operand")
 	}
-	t := time.Now()
+	now := time.Now()
+	atimeSet, mtimeSet := now, now
+	_, dated := a.val("date")
+	ref, refed := a.val("reference")
+	if dated && refed {
+		return usagef("cannot take the times from both -d and -r")
+	}
 	if v, ok := a.val("date"); ok {
-		var err error
-		if t, err = parseDate(v); err != nil {
+		t, err := parseDate(v)
+		if err != nil {
 			return err
 		}
+		atimeSet, mtimeSet = t, t
+	}
+	if refed {
+		st, err := refTimes(s, ref)
+		if err != nil {
+			return err
+		}
+		atimeSet, mtimeSet, dated = st.Atime, st.Mtime, true
 	}
 	paths, err := s.paths(a.ops)
 	if err != nil {
 		return err
 	}
 	onlyA, onlyM := a.has("a") && !a.has("m"), a.has("m") && !a.has("a")
-	_, dated := a.val("date")
+	noDeref := a.has("h")
+	create := !a.has("c") && !noDeref
 	for _, p := range paths {
 		var created bool
-		if p, created, err = touchTarget(s.fsys, p, !a.has("c")); err != nil {
+		if noDeref {
+			if _, err := s.fsys.Lstat(p); err != nil {
+				return &fs.PathError{Op: "setting times of", Path: p, Err: fs.ErrNotExist}
+			}
+		} else if p, created, err = touchTarget(s.fsys, p, create); err != nil {
 			return err
 		}
 		if created && !dated {
 			continue // a new file already has the current times
 		}
-		atime, mtime := t, t
+		atime, mtime := atimeSet, mtimeSet
 		if onlyA || onlyM {
 			if fi, err := s.fsys.Lstat(p); err == nil {
 				if st, ok := fi.Sys().(*btrfs.Stat); ok {
@@ -209,6 +274,27 @@ func runTouch(s *session, a *wordArgs) error {
 		}
 	}
 	return nil
+}
+
+// refTimes returns the stat of touch -r's REF, a path in the session's
+// image, following symbolic links as touch(1) does.
+func refTimes(s *session, ref string) (*btrfs.Stat, error) {
+	p, err := s.path(ref)
+	if err != nil {
+		return nil, err
+	}
+	if p, err = followLinks(s.fsys, p); err != nil {
+		return nil, err
+	}
+	fi, err := s.fsys.Lstat(p)
+	if err != nil {
+		return nil, fmt.Errorf("failed to get attributes of %s: %s", quoteName(ref), reason(p, err))
+	}
+	st, ok := fi.Sys().(*btrfs.Stat)
+	if !ok {
+		return nil, fmt.Errorf("%s: no times", ref)
+	}
+	return st, nil
 }
 
 // touchTarget returns the file touch changes for operand p, following a
@@ -260,11 +346,11 @@ func runSetfattr(s *session, a *wordArgs) error {
 	v, hasV := a.val("value")
 	switch {
 	case set == remove:
-		return usagef("setfattr: give exactly one of -n and -x")
+		return usagef("give exactly one of -n and -x")
 	case remove && hasV:
-		return usagef("setfattr: -v goes with -n, not -x")
+		return usagef("-v goes with -n, not -x")
 	case len(a.ops) == 0:
-		return usagef("setfattr: missing PATH")
+		return usagef("missing PATH")
 	}
 	value, err := decodeXattrValue(v)
 	if err != nil {
@@ -367,11 +453,11 @@ type xattrJSONItem struct {
 
 func runGetfattr(s *session, a *wordArgs) error {
 	if len(a.ops) == 0 {
-		return usagef("getfattr: missing PATH")
+		return usagef("missing PATH")
 	}
 	enc, _ := a.val("encoding")
 	if enc != "" && enc != "text" && enc != "hex" && enc != "base64" {
-		return usagef("getfattr: unknown encoding %q", enc)
+		return usagef("unknown encoding %q", enc)
 	}
 	pat := `^user\.`
 	if v, ok := a.val("match"); ok {
@@ -382,7 +468,7 @@ func runGetfattr(s *session, a *wordArgs) error {
 	}
 	re, err := regexp.Compile(pat)
 	if err != nil {
-		return usagef("getfattr: bad pattern %q: %v", pat, err)
+		return usagef("bad pattern %q: %v", pat, err)
 	}
 	paths, err := s.paths(a.ops)
 	if err != nil {

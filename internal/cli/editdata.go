@@ -127,14 +127,14 @@ func parseBytes(s string) (int64, error) {
 func runTruncate(s *session, a *wordArgs) error {
 	v, ok := a.val("size")
 	if !ok {
-		return usagef("truncate: -s SIZE is required")
+		return usagef("-s SIZE is required")
 	}
 	sp, err := parseSizeSpec(v)
 	if err != nil {
 		return err
 	}
 	if len(a.ops) == 0 {
-		return usagef("truncate: missing operand")
+		return usagef("missing operand")
 	}
 	paths, err := s.paths(a.ops)
 	if err != nil {
@@ -200,7 +200,8 @@ truncate (K, MiB, MB, ...), as util-linux fallocate does.`,
 		{name: "n", short: 'n', long: "keep-size", help: "do not change the file size"},
 		{name: "p", short: 'p', long: "punch-hole", help: "make the range a hole (implies -n)"},
 	},
-	run: runFallocate,
+	hHelp: true,
+	run:   runFallocate,
 }
 
 func runFallocate(s *session, a *wordArgs) error {
@@ -213,19 +214,19 @@ func runFallocate(s *session, a *wordArgs) error {
 	}
 	v, ok := a.val("length")
 	if !ok {
-		return usagef("fallocate: -l LENGTH is required")
+		return usagef("-l LENGTH is required")
 	}
 	if length, err = parseBytes(v); err != nil {
 		return err
 	}
 	if length == 0 {
-		return usagef("fallocate: invalid length value specified")
+		return usagef("invalid length value specified")
 	}
 	if off > math.MaxInt64-length {
-		return usagef("fallocate: offset plus length too large")
+		return usagef("offset plus length too large")
 	}
 	if len(a.ops) != 1 {
-		return usagef("fallocate: need exactly one PATH")
+		return usagef("need exactly one PATH")
 	}
 	p, err := s.path(a.ops[0])
 	if err != nil {
@@ -275,9 +276,9 @@ func runWrite(s *session, a *wordArgs) error {
 	}
 	if len(a.ops) != want {
 		if fromFile {
-			return usagef("write: -f HOSTFILE takes one PATH and no TEXT")
+			return usagef("-f HOSTFILE takes one PATH and no TEXT")
 		}
-		return usagef("write: need PATH and TEXT (or -f HOSTFILE PATH)")
+		return usagef("need PATH and TEXT (or -f HOSTFILE PATH)")
 	}
 	var text []byte
 	if !fromFile {
@@ -292,7 +293,7 @@ func runWrite(s *session, a *wordArgs) error {
 	off, hasOff := int64(0), false
 	if v, ok := a.val("offset"); ok {
 		if a.has("a") {
-			return usagef("write: -a and -o exclude each other")
+			return usagef("-a and -o exclude each other")
 		}
 		var err error
 		if off, err = parseBytes(v); err != nil {
@@ -350,7 +351,7 @@ func unescapeText(s string) ([]byte, error) {
 			continue
 		}
 		if i+1 >= len(s) {
-			return nil, usagef("write: backslash at the end of TEXT")
+			return nil, usagef("backslash at the end of TEXT")
 		}
 		i++
 		switch s[i] {
@@ -369,22 +370,22 @@ func unescapeText(s string) ([]byte, error) {
 			}
 			v, _ := strconv.ParseUint("0"+s[i+1:j], 8, 16)
 			if v > 0xff {
-				return nil, usagef("write: octal escape \\%s out of range", s[i:j])
+				return nil, usagef("octal escape \\%s out of range", s[i:j])
 			}
 			out = append(out, byte(v))
 			i = j - 1
 		case 'x':
 			if i+3 > len(s) {
-				return nil, usagef("write: \\x needs two hex digits")
+				return nil, usagef("\\x needs two hex digits")
 			}
 			v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
 			if err != nil {
-				return nil, usagef("write: \\x needs two hex digits")
+				return nil, usagef("\\x needs two hex digits")
 			}
 			out = append(out, byte(v))
 			i += 2
 		default:
-			return nil, usagef("write: unknown escape \\%c", s[i])
+			return nil, usagef("unknown escape \\%c", s[i])
 		}
 	}
 	return out, nil

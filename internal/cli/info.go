@@ -20,7 +20,7 @@ func newInfoCommand() *cobra.Command {
 		Short: "Show features, sizes, devices and block groups of a filesystem image",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fsys, err := ff.open(args[0])
+			fsys, err := ff.open(args[0], warner(cmd))
 			if err != nil {
 				return err
 			}

@@ -44,23 +44,64 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "gobtrfs %s: %v\n", commandPath(cmd), err)
-	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	if errors.Is(err, errShownHelp) {
 		return ExitUsage
 	}
-	return ExitFailure
+	prefix := "gobtrfs"
+	if cmd != nil {
+		prefix = cmd.CommandPath()
+	}
+	var ue usageError
+	usage := errors.As(err, &ue) || isCobraUsage(err)
+	if usage {
+		err = usageError{cobraWords(err)}
+	}
+	for _, m := range messages(err) {
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, m)
+	}
+	if !usage {
+		return ExitFailure
+	}
+	// As coreutils: a usage error ends with where to read more.
+	help := prefix
+	if cmd == nil || cmd.Name() == "help" {
+		help = "gobtrfs"
+	}
+	fmt.Fprintf(stderr, "Try '%s --help' for more information.\n", help)
+	return ExitUsage
 }
 
-func commandPath(cmd *cobra.Command) string {
-	if cmd == nil {
-		return ""
+// sscan reports whether msg has exactly the form format.
+func sscan(msg, format string, args ...any) bool {
+	n, err := fmt.Sscanf(msg, format, args...)
+	return err == nil && n == len(args)
+}
+
+// errShownHelp ends a command that printed its help instead of running:
+// exit status 2, nothing more to say.
+var errShownHelp = errors.New("help shown")
+
+// cobraWords rewords cobra's argument count errors as coreutils words
+// them.
+func cobraWords(err error) error {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command ") {
+		return errors.New(strings.Replace(msg, ` for "gobtrfs"`, "", 1))
 	}
-	p := cmd.CommandPath()
-	if len(p) > len("gobtrfs ") {
-		return p[len("gobtrfs "):]
+	var want, got int
+	switch {
+	case strings.HasPrefix(msg, "requires at least") && strings.HasSuffix(msg, "only received 0"):
+		return errors.New("missing operand")
+	case strings.HasPrefix(msg, "accepts 0 arg(s)"):
+		return errors.New("takes no operands")
+	case sscan(msg, "accepts %d arg(s), received %d", &want, &got) && got < want:
+		return fmt.Errorf("missing operand (takes %d)", want)
+	case sscan(msg, "accepts %d arg(s), received %d", &want, &got):
+		return fmt.Errorf("extra operand (takes %d)", want)
+	case strings.HasPrefix(msg, "accepts ") || strings.HasPrefix(msg, "requires at"):
+		return fmt.Errorf("wrong number of operands (%s)", msg)
 	}
-	return p
+	return err
 }
 
 // flagError wraps cobra's flag parsing errors so they map to ExitUsage.
@@ -96,10 +137,38 @@ several devices names the others with -d/--device.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
+	// No command at all: the help, on standard error, and exit status 2,
+	// so that a script calling gobtrfs without a command fails.
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		cmd.SetOut(cmd.ErrOrStderr())
+		if err := cmd.Help(); err != nil {
+			return err
+		}
+		return errShownHelp
+	}
+	root.SetHelpCommand(newHelpCommand())
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
 	return root
+}
+
+// newHelpCommand replaces cobra's help command, which prints the help
+// and exits 0 for a topic it does not know.
+func newHelpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Help about any command",
+		Long:  "Print the help of COMMAND (gobtrfs help subvolume list), or of gobtrfs.",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 || (len(args) > 0 && cmd == c.Root()) {
+				return usagef("unknown command %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 // bgContext is the context of commands run outside cobra's Execute (demo).

@@ -40,7 +40,7 @@ in the format of btrfs subvolume list:
 deleted are not listed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fsys, err := ff.open(args[0])
+			fsys, err := ff.open(args[0], warner(cmd))
 			if err != nil {
 				return err
 			}

@@ -28,6 +28,12 @@ type Options struct {
 	NoXattrs bool
 	// Progress, if set, is called after each file with the bytes copied.
 	Progress func(bytes int64)
+	// Overwrite replaces what is in the way on the host: an existing
+	// non-directory where anything goes, as cp --remove-destination does
+	// (a directory in the way of a non-directory stays a failure).
+	// Without it an existing non-directory is a failure naming it;
+	// existing directories are merged into either way.
+	Overwrite bool
 	// Warn, if set, is told about each entry or attribute skipped because
 	// the host cannot represent it (device nodes, fifos, sockets and
 	// extended attributes on Windows); err wraps errors.ErrUnsupported.
@@ -38,7 +44,8 @@ type Options struct {
 
 // Failure is one path that could not be extracted.
 type Failure struct {
-	Path string
+	Path string // in the filesystem
+	Dest string // on the host, where it was to go
 	Err  error
 }
 
@@ -155,9 +162,14 @@ func Run(ctx context.Context, fsys *btrfs.FS, src, dst string, opts Options) (St
 		}
 		r.walkDir(src, dst, fi)
 	} else {
-		if err := os.MkdirAll(dst, 0o755); err == nil {
-			r.entry(src, filepath.Join(dst, path.Base(src)), fi)
+		// A file goes into dst; when dst cannot be a directory, nothing
+		// can be extracted and that is the error, not a silent success.
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			close(r.jobs)
+			r.wg.Wait()
+			return r.stats, err
 		}
+		r.entry(src, filepath.Join(dst, path.Base(src)), fi)
 	}
 	close(r.jobs)
 	r.wg.Wait()
@@ -177,9 +189,9 @@ func Run(ctx context.Context, fsys *btrfs.FS, src, dst string, opts Options) (St
 	return r.stats, nil
 }
 
-func (r *runner) fail(name string, err error) {
+func (r *runner) fail(name, dst string, err error) {
 	r.mu.Lock()
-	r.failures = append(r.failures, Failure{Path: name, Err: err})
+	r.failures = append(r.failures, Failure{Path: name, Dest: dst, Err: err})
 	r.mu.Unlock()
 }
 
@@ -202,7 +214,7 @@ func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
 	r.mu.Unlock()
 	f, err := r.fsys.OpenFile(name)
 	if err != nil {
-		r.fail(name, err)
+		r.fail(name, dst, err)
 		return
 	}
 	for r.ctx.Err() == nil {
@@ -211,7 +223,7 @@ func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
 			child := path.Join(name, e.Name())
 			cfi, err := e.Info()
 			if err != nil {
-				r.fail(child, err)
+				r.fail(child, filepath.Join(dst, e.Name()), err)
 				continue
 			}
 			r.entry(child, filepath.Join(dst, e.Name()), cfi)
@@ -220,7 +232,7 @@ func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
 			break
 		}
 		if err != nil {
-			r.fail(name, err)
+			r.fail(name, dst, err)
 			break
 		}
 	}
@@ -229,17 +241,21 @@ func (r *runner) walkDir(name, dst string, fi fs.FileInfo) {
 // entry extracts one directory entry of any kind.
 func (r *runner) entry(name, dst string, fi fs.FileInfo) {
 	if err := checkHostName(path.Base(name)); err != nil {
-		r.fail(name, err)
+		r.fail(name, dst, err)
 		return
 	}
 	st := fi.Sys().(*btrfs.Stat)
 	mode := fi.Mode()
 	if mode.IsDir() {
-		if err := os.Mkdir(dst, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			r.fail(name, err)
+		if err := r.makeDir(dst); err != nil {
+			r.fail(name, dst, err)
 			return
 		}
 		r.walkDir(name, dst, fi)
+		return
+	}
+	if err := r.clearWay(dst); err != nil {
+		r.fail(name, dst, err)
 		return
 	}
 	if st.Nlink > 1 {
@@ -252,7 +268,7 @@ func (r *runner) entry(name, dst string, fi fs.FileInfo) {
 		r.mu.Unlock()
 		if seen {
 			if err := os.Link(first, dst); err != nil {
-				r.fail(name, err)
+				r.fail(name, dst, err)
 				return
 			}
 			r.mu.Lock()
@@ -271,7 +287,7 @@ func (r *runner) entry(name, dst string, fi fs.FileInfo) {
 			err = os.Symlink(target, dst)
 		}
 		if err != nil {
-			r.fail(name, err)
+			r.fail(name, dst, err)
 			return
 		}
 		r.count(func(s *Stats) { s.Symlinks++ })
@@ -280,12 +296,53 @@ func (r *runner) entry(name, dst string, fi fs.FileInfo) {
 			r.skip(name, err)
 			return
 		} else if err != nil {
-			r.fail(name, fmt.Errorf("mknod: %w", err))
+			r.fail(name, dst, fmt.Errorf("mknod: %w", err))
 			return
 		}
 		r.count(func(s *Stats) { s.Special++ })
 	}
 	r.applyMeta(name, dst, st, false)
+}
+
+// makeDir makes the directory dst or merges into one that exists; a
+// non-directory in the way is replaced with Overwrite, else a failure.
+func (r *runner) makeDir(dst string) error {
+	err := os.Mkdir(dst, 0o700)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, lerr := os.Lstat(dst)
+	switch {
+	case lerr != nil:
+		return lerr
+	case fi.IsDir():
+		return nil
+	case !r.opts.Overwrite:
+		return err
+	}
+	if err := os.Remove(dst); err != nil {
+		return err
+	}
+	return os.Mkdir(dst, 0o700)
+}
+
+// clearWay removes an existing non-directory at dst when Overwrite is
+// set, so that the entry can be made there; a directory in the way is a
+// failure, as with cp.
+func (r *runner) clearWay(dst string) error {
+	if !r.opts.Overwrite {
+		return nil
+	}
+	fi, err := os.Lstat(dst)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return &fs.PathError{Op: "replace", Path: dst, Err: errors.New("cannot overwrite directory with non-directory")}
+	}
+	return os.Remove(dst)
 }
 
 func (r *runner) count(f func(*Stats)) {
@@ -297,13 +354,13 @@ func (r *runner) count(f func(*Stats)) {
 func (r *runner) queueFile(name, dst string, st *btrfs.Stat) {
 	src, err := r.fsys.OpenFile(name)
 	if err != nil {
-		r.fail(name, err)
+		r.fail(name, dst, err)
 		return
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		src.Close()
-		r.fail(name, err)
+		r.fail(name, dst, err)
 		return
 	}
 	f := &outFile{name: name, dst: dst, st: st, out: out, src: src}
@@ -353,7 +410,7 @@ func (r *runner) finishJob(f *outFile, n int64, err error) {
 	}
 	f.src.Close()
 	if err != nil {
-		r.fail(f.name, err)
+		r.fail(f.name, f.dst, err)
 		return
 	}
 	r.count(func(s *Stats) { s.Files++; s.Bytes += f.bytes })

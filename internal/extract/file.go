@@ -53,7 +53,7 @@ func (r *runner) applyMeta(name, dst string, st *btrfs.Stat, isDir bool) {
 	isLink := st.Mode&0o170000 == 0o120000
 	if r.owner {
 		if err := os.Lchown(dst, int(st.UID), int(st.GID)); err != nil {
-			r.fail(name, err)
+			r.fail(name, dst, err)
 		}
 	}
 	if !r.opts.NoXattrs {
@@ -61,10 +61,10 @@ func (r *runner) applyMeta(name, dst string, st *btrfs.Stat, isDir bool) {
 	}
 	if !isLink {
 		if err := chmodHost(dst, st.Mode&0o7777); err != nil {
-			r.fail(name, fmt.Errorf("chmod: %w", err))
+			r.fail(name, dst, fmt.Errorf("chmod: %w", err))
 		}
 	}
 	if err := setTimes(dst, st.Atime, st.Mtime, isLink); err != nil {
-		r.fail(name, fmt.Errorf("set times: %w", err))
+		r.fail(name, dst, fmt.Errorf("set times: %w", err))
 	}
 }

@@ -50,10 +50,10 @@ func mknodHost(string, uint32, uint32, uint32) error {
 
 // applyXattrs skips the attributes: the host has none that map to
 // Linux's. Each entry that has some is reported once through skip.
-func (r *runner) applyXattrs(name, _ string) {
+func (r *runner) applyXattrs(name, dst string) {
 	xs, err := r.fsys.Xattrs(name)
 	if err != nil {
-		r.fail(name, err)
+		r.fail(name, dst, err)
 		return
 	}
 	if len(xs) > 0 {

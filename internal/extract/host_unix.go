@@ -29,7 +29,7 @@ func setTimes(dst string, atime, mtime time.Time, _ bool) error {
 func (r *runner) applyXattrs(name, dst string) {
 	xs, err := r.fsys.Xattrs(name)
 	if err != nil {
-		r.fail(name, err)
+		r.fail(name, dst, err)
 		return
 	}
 	for _, x := range xs {
@@ -51,7 +51,7 @@ func (r *runner) applyXattrs(name, dst string) {
 			if !r.owner && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOTSUP)) {
 				continue
 			}
-			r.fail(name, fmt.Errorf("set xattr %s: %w", x.Name, err))
+			r.fail(name, dst, fmt.Errorf("set xattr %s: %w", x.Name, err))
 		}
 	}
 }

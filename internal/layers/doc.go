@@ -7,6 +7,7 @@
 //	0  internal/disk, internal/compress, internal/invariants   format and pure codecs
 //	   internal/modespec                                       chmod(1) modes
 //	1  internal/blockdev                                       devices, cache
+//	   internal/probe                                          what else a device holds
 //	2  internal/chunk                                          logical -> physical
 //	3  internal/ctree                                          the B-tree
 //	4  internal/alloc, internal/bench                          free space; benchmark workloads

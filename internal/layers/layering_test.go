@@ -10,10 +10,10 @@ const module = "github.com/gobtrfs/btrfs"
 
 var rank = map[string]int{
 	"internal/disk": 0, "internal/compress": 0, "internal/invariants": 0, "internal/modespec": 0,
-	"internal/blockdev": 1,
-	"internal/chunk":    2,
-	"internal/ctree":    3,
-	"internal/alloc":    4, "internal/bench": 4,
+	"internal/blockdev": 1, "internal/probe": 1,
+	"internal/chunk": 2,
+	"internal/ctree": 3,
+	"internal/alloc": 4, "internal/bench": 4,
 	"internal/txn": 5,
 	"":             6,
 	"mkfs":         7, "check": 7, "fuse": 7, "internal/dump": 7, "internal/extract": 7,
