@@ -39,6 +39,13 @@ type Options struct {
 	// times, subvolume creation times); nil means time.Now. Reproducible
 	// image builds pass a fixed clock.
 	Now func() time.Time
+
+	// NoPushRightShortcut turns off, in every tree a writable FS changes,
+	// the shortcut of "Btrfs: more efficient push_leaf_right" (a key past
+	// the end of a full leaf goes to slot 0 of a right neighbour with
+	// room). For measurement only (`gobtrfs bench fileio --compare`):
+	// both ways make valid filesystems.
+	NoPushRightShortcut bool
 }
 
 func (o *Options) cacheBytes() int64 {

@@ -22,6 +22,7 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	tfs.SetNoPushRightShortcut(o.NoPushRightShortcut)
 	fsys, err := Open(path, &o)
 	if err != nil {
 		tfs.Close()
