@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/fileio"
@@ -163,7 +164,12 @@ calls and the share that took the shortcut, and the throughput over the run.
 			return runBenchFileio(cmd, fl, cfg)
 		},
 	}
-	f := cmd.Flags()
+	fl.bind(cmd.Flags())
+	return cmd
+}
+
+// bind defines the command's flags on f, with sysbench's names.
+func (fl *fileioFlags) bind(f *pflag.FlagSet) {
 	f.IntVar(&fl.fileNum, "file-num", fl.fileNum, "number of files")
 	f.StringVar(&fl.totalSize, "file-total-size", fl.totalSize, "total size of the files")
 	f.StringVar(&fl.blockSize, "file-block-size", fl.blockSize, "size of every read and write")
@@ -182,7 +188,6 @@ calls and the share that took the shortcut, and the throughput over the run.
 	f.BoolVar(&fl.verify, "verify", false, "write checkable data and verify every read and every file at the end (slow; the image must be prepared with --verify)")
 	f.BoolVar(&fl.jsonOut, "json", false, "print JSON")
 	f.StringVar(&fl.plot, "plot", "", "write an SVG chart to this file")
-	return cmd
 }
 
 // runBenchFileio makes the image if needed, prepares the files, runs and

@@ -493,8 +493,9 @@ func (s *sampler) start(t0 time.Time) {
 			case <-s.done:
 				s.heap()
 				// The last, partial interval is kept unless it is too
-				// short to give a rate worth drawing.
-				if now := time.Now(); now.Sub(last) >= s.interval/4 {
+				// short to give a rate worth drawing (and there are
+				// others).
+				if now := time.Now(); len(s.samples) == 0 || now.Sub(last) >= s.interval/4 {
 					sample(now)
 				}
 				return
