@@ -67,7 +67,9 @@ type Config struct {
 	// measurements.
 	Verify bool
 	// SampleInterval is the period of the throughput and heap samples;
-	// 0 means 100 ms.
+	// 0 means a 25th of Time, from 100 ms to 5 s (100 ms without a time
+	// limit): enough points for a curve, few enough to show a trend
+	// rather than each commit.
 	SampleInterval time.Duration
 	// Progress, when set, is called about once a second during the run
 	// with the time elapsed and the events done so far.
@@ -109,6 +111,9 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if c.SampleInterval <= 0 {
 		c.SampleInterval = 100 * time.Millisecond
+		if c.Time > 0 {
+			c.SampleInterval = min(max(c.Time/25, 100*time.Millisecond), 5*time.Second)
+		}
 	}
 	r := resolved{Config: c, noTime: c.Time < 0, noFsync: c.FsyncFreq < 0}
 	switch {

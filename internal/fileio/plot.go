@@ -102,7 +102,7 @@ func (p *plot) bars(runs []Result, trees []string, top float64) {
 		maxCalls = max(maxCalls, r.Total.PushLeafRight)
 	}
 	x0 := float64(plotMargin + plotLabelW)
-	span := float64(plotWidth-plotMargin) - x0 - 190 // room for the label after the bar
+	span := float64(plotWidth-plotMargin) - x0 - 250 // room for the label after the bar
 	y := top
 	row := func(label string, get func(Result) (calls, short int64)) {
 		p.text(plotMargin, y+plotBarH-4, "start", `font-weight="bold"`, label)
