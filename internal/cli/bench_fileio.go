@@ -290,12 +290,17 @@ func writeFileioReport(w io.Writer, runs []fileio.Result) error {
 	line("reads/s", func(r fileio.Result) string { return f2(float64(r.Reads) / r.Seconds) })
 	line("writes/s", func(r fileio.Result) string { return f2(float64(r.Writes) / r.Seconds) })
 	line("fsyncs/s", func(r fileio.Result) string { return f2(r.FsyncsPerS) })
+	line("fsyncs at the end", func(r fileio.Result) string { return strconv.FormatInt(r.FsyncsAtEnd, 10) })
 	line("requests/s", func(r fileio.Result) string { return f2(r.RequestsPerS) })
 	line("read MiB/s", func(r fileio.Result) string { return f2(r.ReadMiBPerS) })
 	line("written MiB/s", func(r fileio.Result) string { return f2(r.WrittenMiBPerS) })
-	line("latency p50 ms", func(r fileio.Result) string { return f2(r.LatencyMS.P50) })
-	line("latency p95 ms", func(r fileio.Result) string { return f2(r.LatencyMS.P95) })
-	line("latency p99 ms", func(r fileio.Result) string { return f2(r.LatencyMS.P99) })
+	pcts := func(l fileio.Latency) string { return f2(l.P50) + " / " + f2(l.P95) + " / " + f2(l.P99) }
+	line("latency ms p50 / p95 / p99", func(r fileio.Result) string { return pcts(r.LatencyMS) })
+	for _, op := range []string{"read", "write", "fsync"} {
+		if _, ok := runs[0].LatencyByOpMS[op]; ok {
+			line(op+" latency ms", func(r fileio.Result) string { return pcts(r.LatencyByOpMS[op]) })
+		}
+	}
 	line("commits", func(r fileio.Result) string { return strconv.FormatInt(r.Commits, 10) })
 	line("device MiB written", func(r fileio.Result) string { return f2(float64(r.DeviceBytesWritten) / (1 << 20)) })
 	line("write amplification", func(r fileio.Result) string { return f2(r.WriteAmplification) })

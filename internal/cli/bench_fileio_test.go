@@ -152,6 +152,12 @@ func checkFileioRun(t *testing.T, raw map[string]json.RawMessage, mode string) f
 	if reads := mode == fileio.SeqRd || mode == fileio.RndRd || mode == fileio.RndRw; reads != (r.Reads > 0) {
 		t.Errorf("%s: %d reads", mode, r.Reads)
 	}
+	if _, ok := r.LatencyByOpMS["write"]; ok != writes {
+		t.Errorf("%s: write latency %v", mode, r.LatencyByOpMS)
+	}
+	if writes && r.FsyncsAtEnd != 8*8 {
+		t.Errorf("%s: %d fsyncs at the end, want threads x files = 64", mode, r.FsyncsAtEnd)
+	}
 	if r.PeakHeapBytes == 0 || r.Seconds <= 0 || len(r.Throughput) == 0 {
 		t.Errorf("peak heap %d, seconds %f, %d samples", r.PeakHeapBytes, r.Seconds, len(r.Throughput))
 	}
@@ -242,7 +248,7 @@ func TestBenchFileioTable(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, want := range []string{"fileio rndrw: 8 files, 512K each (4M), 4K requests, 8 threads, fsync every 50 requests",
-		"8 reused", "shortcut on", "written MiB/s", "latency p99 ms", "write amplification", "push_leaf_right", "total"} {
+		"8 reused", "shortcut on", "written MiB/s", "latency ms p50 / p95 / p99", "write latency ms", "read latency ms", "fsync latency ms", "fsyncs at the end", "write amplification", "push_leaf_right", "total"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -26,10 +26,12 @@
 //     --file-num events fsync the files in turn. 0 turns it off.
 //   - --file-fsync-end (on unless --file-fsync-end=off): in write modes,
 //     each thread fsyncs every file when it stops; these count as fsyncs,
-//     not as events.
+//     not as events (Result.FsyncsAtEnd tells how many: threads x files).
 //   - The run ends after --time (10 s; 0 is no limit) or --events (0, no
 //     limit) events, whichever comes first; an event is a read, a write
-//     or an fsync. Latency is per event.
+//     or an fsync. Latency is per event; Result.LatencyByOpMS splits it
+//     by kind, since fsyncs of clean files return at once and crowd the
+//     per-event figure.
 //
 // # Differences from sysbench (the command's help repeats them)
 //

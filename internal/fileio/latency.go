@@ -63,3 +63,8 @@ func (l *latency) percentile(p float64) float64 {
 	}
 	return 0
 }
+
+// latency returns the percentiles sysbench-style reports show.
+func (l *latency) latency() Latency {
+	return Latency{P50: l.percentile(0.50), P95: l.percentile(0.95), P99: l.percentile(0.99)}
+}

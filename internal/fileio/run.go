@@ -27,10 +27,14 @@ type Result struct {
 	FsyncFreq     int     `json:"file_fsync_freq"` // 0: off
 	Seconds       float64 `json:"seconds"`         // the timed phase
 
-	Events       int64 `json:"events"` // reads + writes + fsyncs, as sysbench counts
-	Reads        int64 `json:"reads"`
-	Writes       int64 `json:"writes"`
-	Fsyncs       int64 `json:"fsyncs"` // fsync calls, those at the end of the run included
+	Events int64 `json:"events"` // reads + writes + fsyncs, as sysbench counts
+	Reads  int64 `json:"reads"`
+	Writes int64 `json:"writes"`
+	Fsyncs int64 `json:"fsyncs"` // fsync calls, those at the end of the run included
+	// FsyncsAtEnd are the fsyncs of --file-fsync-end: threads x files.
+	// sysbench counts them in fsyncs/s too, where with many threads and
+	// files they can outnumber the periodic ones.
+	FsyncsAtEnd  int64 `json:"fsyncs_at_end"`
 	BytesRead    int64 `json:"bytes_read"`
 	BytesWritten int64 `json:"bytes_written"` // by the requests
 
@@ -38,7 +42,12 @@ type Result struct {
 	WrittenMiBPerS float64 `json:"written_mib_per_s"`
 	RequestsPerS   float64 `json:"requests_per_s"` // reads and writes
 	FsyncsPerS     float64 `json:"fsyncs_per_s"`
-	LatencyMS      Latency `json:"latency_ms"`
+	LatencyMS      Latency `json:"latency_ms"` // per event, as sysbench
+	// LatencyByOpMS splits the events' latency by kind ("read", "write",
+	// "fsync"; kinds the run did not do are left out): in sysbench's
+	// figure the many fsyncs of files with nothing to commit, which
+	// return at once, hide what a write costs.
+	LatencyByOpMS map[string]Latency `json:"latency_by_op_ms"`
 
 	Commits            int64   `json:"commits"`
 	DeviceBytesWritten int64   `json:"device_bytes_written"`
@@ -147,6 +156,7 @@ type runner struct {
 	q     *requests
 	files []fileState
 	lat   latency
+	latOp [3]latency // by op
 
 	// rw serialises reads with changes in rndrw, the only mode that does
 	// both: a writable FS must not be read while it changes (btrfs
@@ -157,6 +167,7 @@ type runner struct {
 	reads   atomic.Int64
 	writes  atomic.Int64
 	fsyncs  atomic.Int64
+	endSync atomic.Int64
 	rbytes  atomic.Int64
 	wbytes  atomic.Int64
 	errOnce sync.Once
@@ -276,7 +287,9 @@ func (ru *runner) thread() {
 		}
 		t0 := time.Now()
 		err := ru.do(r, buf[:r.size], scratch)
-		ru.lat.add(time.Since(t0))
+		d := time.Since(t0)
+		ru.lat.add(d)
+		ru.latOp[r.op].add(d)
 		ru.q.done(r)
 		if err != nil {
 			ru.fail(err)
@@ -287,6 +300,7 @@ func (ru *runner) thread() {
 		return
 	}
 	for i := range ru.cfg.FileNum {
+		ru.endSync.Add(1)
 		if err := ru.fsync(i); err != nil {
 			ru.fail(err)
 			return
@@ -365,16 +379,21 @@ func (ru *runner) result(secs float64, wc btrfs.WriteCounters, smp *sampler) Res
 	res := Result{
 		Shortcut: !c.NoShortcut, Mode: c.Mode, Threads: c.Threads, FileNum: c.FileNum,
 		FileTotalSize: c.FileTotalSize, FileBlockSize: c.FileBlockSize, Seconds: secs,
-		Reads: ru.reads.Load(), Writes: ru.writes.Load(), Fsyncs: ru.fsyncs.Load(),
+		Reads: ru.reads.Load(), Writes: ru.writes.Load(), Fsyncs: ru.fsyncs.Load(), FsyncsAtEnd: ru.endSync.Load(),
 		BytesRead: ru.rbytes.Load(), BytesWritten: ru.wbytes.Load(),
-		LatencyMS: Latency{P50: ru.lat.percentile(0.50), P95: ru.lat.percentile(0.95), P99: ru.lat.percentile(0.99)},
-		Commits:   wc.Commits, DeviceBytesWritten: wc.DeviceBytesWritten, PeakHeapBytes: smp.peak,
+		LatencyMS: ru.lat.latency(), LatencyByOpMS: map[string]Latency{},
+		Commits: wc.Commits, DeviceBytesWritten: wc.DeviceBytesWritten, PeakHeapBytes: smp.peak,
 		Trees: wc.Trees, Total: wc.Total(), Throughput: smp.samples, Image: c.Image,
 	}
 	if !c.noFsync {
 		res.FsyncFreq = c.FsyncFreq
 	}
 	res.Events = int64(ru.lat.n.Load())
+	for o, name := range []string{opRead: "read", opWrite: "write", opFsync: "fsync"} {
+		if ru.latOp[o].n.Load() > 0 {
+			res.LatencyByOpMS[name] = ru.latOp[o].latency()
+		}
+	}
 	if secs > 0 {
 		res.ReadMiBPerS = float64(res.BytesRead) / mib / secs
 		res.WrittenMiBPerS = float64(res.BytesWritten) / mib / secs
