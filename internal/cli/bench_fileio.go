@@ -18,7 +18,7 @@ import (
 	"github.com/gobtrfs/btrfs/mkfs"
 )
 
-// fileioFlags are the flags of `bench fileio` as typed; parse turns them
+// fileioFlags are the flags of `bench fileio` as typed; config turns them
 // into a fileio.Config.
 type fileioFlags struct {
 	fileNum                      int

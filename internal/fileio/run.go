@@ -171,7 +171,8 @@ type runner struct {
 	rbytes  atomic.Int64
 	wbytes  atomic.Int64
 	errOnce sync.Once
-	err     error
+	err     error       // the first error; read after the threads ended
+	failed  atomic.Bool // set with err, for the threads to see
 
 	// versions is the Verify model: the version of every block's last
 	// completed write (notWritten when a seqwr run has not reached it).
@@ -194,6 +195,7 @@ func (ru *runner) blockIndex(file int, off int64) int64 {
 func (ru *runner) fail(err error) {
 	ru.errOnce.Do(func() {
 		ru.err = err
+		ru.failed.Store(true)
 		ru.q.stop()
 	})
 }
@@ -296,7 +298,7 @@ func (ru *runner) thread() {
 			return
 		}
 	}
-	if ru.err != nil || ru.cfg.NoFsyncEnd || !ru.cfg.writes() {
+	if ru.failed.Load() || ru.cfg.NoFsyncEnd || !ru.cfg.writes() {
 		return
 	}
 	for i := range ru.cfg.FileNum {

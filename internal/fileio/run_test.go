@@ -2,6 +2,7 @@ package fileio
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
@@ -42,5 +43,22 @@ func TestRunModes(t *testing.T) {
 			t.Logf("%+v", res.Total)
 			btrfstest.Check(t, []string{c.Image}, true)
 		})
+	}
+}
+
+// TestRunUnprepared: a run refuses an image without the files, or with
+// files shorter than the configuration wants.
+func TestRunUnprepared(t *testing.T) {
+	c := smallConfig(t, RndWr)
+	other := c
+	other.FileTotalSize *= 2
+	if _, err := Run(other); err == nil || !strings.Contains(err.Error(), "prepare with the same") {
+		t.Errorf("files too short: %v", err)
+	}
+	other = c
+	other.FileNum *= 2
+	other.FileTotalSize *= 2
+	if _, err := Run(other); err == nil || !strings.Contains(err.Error(), "prepare the files first") {
+		t.Errorf("files missing: %v", err)
 	}
 }
