@@ -139,6 +139,13 @@ reused) and the timed run follows.
 Modes (--file-test-mode): seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw.
 Sizes take K, M, G, T suffixes (powers of 1024).
 
+Trees are named fs (the top-level subvolume), subvol ID (other subvolumes),
+extent, csum, free_space, root, chunk, dev, uuid, and so on; a tree the run
+did not change is not listed. For each, push_leaf_right calls end one way:
+shortcut taken, the new key not past the leaf's end (not at_end), at_end but
+the leaf is its parent's last child (no sibling), at_end but the right
+neighbour lacks room (no room), or at_end with room while the shortcut is off.
+
 --compare runs the workload twice, with and without the shortcut, each from
 an identical copy of the prepared image (IMAGE itself for the run with it;
 IMAGE.noshortcut, removed afterwards unless --keep-copy, for the other).
