@@ -50,6 +50,12 @@ type Options struct {
 	// bounded however much is written. 0 means a tenth of the machine's
 	// memory (at least 32 MiB); negative means no limit.
 	DirtyLimit int64
+	// NoPushRightShortcut turns off, in every tree a writable FS changes,
+	// the shortcut of "Btrfs: more efficient push_leaf_right" (a key past
+	// the end of a full leaf goes to slot 0 of a right neighbour with
+	// room). For measurement only (`gobtrfs bench fileio --compare`):
+	// both ways make valid filesystems.
+	NoPushRightShortcut bool
 }
 
 func (o *Options) cacheBytes() int64 {

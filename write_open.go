@@ -48,6 +48,7 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	tfs.SetNoPushRightShortcut(o.NoPushRightShortcut)
 	fsys, err := openShared(tfs, o)
 	if err != nil {
 		tfs.Close()

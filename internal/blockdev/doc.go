@@ -7,7 +7,7 @@
 //   - Device, the interface every layer above uses for I/O, with three
 //     implementations: File (image files and block devices), Mem (memory,
 //     with crash simulation) and Faulty (error injection around another
-//     Device).
+//     Device); Counted counts the bytes written through another Device.
 //   - Cache, a page cache that is itself a Device, so it can be stacked
 //     under any reader.
 //   - ReadSuper, ReadBestSuper and ReadSuperFallback, which return only

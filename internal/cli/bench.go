@@ -11,18 +11,19 @@ import (
 	"github.com/gobtrfs/btrfs/internal/bench"
 )
 
-// NewBenchCommand returns the `bench` command and its subcommands, which
-// measure the engine in memory (no image is read or written).
+// NewBenchCommand returns the `bench` command and its subcommands: ctree
+// measures the engine in memory, fileio the filesystem in an image.
 func NewBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure the filesystem's engines in memory",
-		Long: `bench runs synthetic workloads against the filesystem's engines over an
-in-memory block store and prints what they did and how fast.`,
+		Short: "Measure the B-tree engine in memory, or the filesystem under sysbench fileio",
+		Long: `bench runs workloads and prints what the filesystem's engines did and how
+fast: ctree drives one B-tree over an in-memory block store; fileio runs
+sysbench's fileio benchmark on an image through the filesystem.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return usagef("missing subcommand; see --help") },
 	}
-	cmd.AddCommand(newBenchCtreeCommand())
+	cmd.AddCommand(newBenchCtreeCommand(), newBenchFileioCommand())
 	return cmd
 }
 

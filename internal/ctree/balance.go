@@ -59,9 +59,10 @@ func (t *Tree) balanceLevel(tx *Trans, p *Path, level int) error {
 		if right.nritems() == 0 {
 			right.mu.Unlock()
 			t.delPtr(p, level+1, pslot+1)
-			tx.free(right)
+			tx.free(t, right)
 			right = nil
 			tx.stats.Merges.Add(1)
+			t.stats.Merges.Add(1)
 		} else {
 			parent.setPtrKey(pslot+1, right.ptrKey(0))
 		}
@@ -74,8 +75,9 @@ func (t *Tree) balanceLevel(tx *Trans, p *Path, level int) error {
 	if mid.nritems() == 0 {
 		p.unlock(level)
 		t.delPtr(p, level+1, pslot)
-		tx.free(mid)
+		tx.free(t, mid)
 		tx.stats.Merges.Add(1)
+		t.stats.Merges.Add(1)
 	} else {
 		parent.setPtrKey(pslot, mid.ptrKey(0))
 	}
@@ -133,7 +135,8 @@ func (t *Tree) collapseRoot(tx *Trans, p *Path, level int) error {
 	t.root.Store(cowed)
 	cowed.mu.Unlock()
 	p.drop(level)
-	tx.free(mid)
+	tx.free(t, mid)
 	tx.stats.RootShrinks.Add(1)
+	t.stats.RootShrinks.Add(1)
 	return nil
 }

@@ -39,6 +39,10 @@ type block struct {
 	// protocol (ctree-algorithms.md section 9). It guards buf's contents.
 	mu  sync.RWMutex
 	buf []byte // nodesize bytes
+	// treeStats are the counters of the tree that created the block (nil
+	// for committed blocks read from the store), so that WriteDirty,
+	// which sees blocks and not trees, can count writes per tree.
+	treeStats *Stats // immutable
 }
 
 // node returns the block as a read-only disk.Node view.

@@ -238,6 +238,7 @@ func (t *Tree) mergeLeaf(tx *Trans, p *Path, leaf *block) error {
 		p.slots[1] = slot1
 		t.delLeaf(tx, p, leaf)
 		tx.stats.Merges.Add(1)
+		t.stats.Merges.Add(1)
 	}
 	return nil
 }

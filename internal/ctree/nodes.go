@@ -34,7 +34,7 @@ func (t *Tree) splitNode(tx *Trans, p *Path, level int) error {
 	}
 	n := c.nritems()
 	mid := (n + 1) / 2
-	split, err := tx.newBlock(t.owner, level, c.addr)
+	split, err := tx.newBlock(t, level, c.addr)
 	if err != nil {
 		return err
 	}
@@ -43,6 +43,7 @@ func (t *Tree) splitNode(tx *Trans, p *Path, level int) error {
 	c.setNritems(mid)
 	t.insertPtr(p, level+1, split.ptrKey(0), split, p.slots[level+1]+1)
 	tx.stats.NodeSplits.Add(1)
+	t.stats.NodeSplits.Add(1)
 	if p.slots[level] >= mid {
 		p.slots[level] -= mid
 		p.unlock(level)
@@ -100,6 +101,7 @@ func (t *Tree) pushNodesForInsert(tx *Trans, p *Path, level int) (bool, error) {
 		}
 		if moved {
 			tx.stats.NodePushes.Add(1)
+			t.stats.NodePushes.Add(1)
 			orig += leftN
 			parent.setPtrKey(pslot, mid.ptrKey(0))
 			if left.nritems() > orig {
@@ -131,6 +133,7 @@ func (t *Tree) pushNodesForInsert(tx *Trans, p *Path, level int) (bool, error) {
 		}
 		if moved {
 			tx.stats.NodePushes.Add(1)
+			t.stats.NodePushes.Add(1)
 			parent.setPtrKey(pslot+1, right.ptrKey(0))
 			if mid.nritems() <= orig {
 				p.slots[level] = orig - mid.nritems()
@@ -239,9 +242,10 @@ func (t *Tree) delLeaf(tx *Trans, p *Path, leaf *block) {
 	t.delPtr(p, 1, p.slots[1])
 	if p.nodes[1].nritems() == 0 && p.nodes[1].level() == 0 {
 		tx.stats.RootShrinks.Add(1)
+		t.stats.RootShrinks.Add(1)
 	}
 	p.unlockUpSafe(1)
-	tx.free(leaf)
+	tx.free(t, leaf)
 }
 
 // errNodeCorrupt reports a structural problem found while balancing.

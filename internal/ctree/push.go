@@ -93,6 +93,7 @@ func (t *Tree) pushLeafRight(tx *Trans, p *Path, minDataSize, dataSize int, empt
 		// has room for it. Insert it at slot 0 of the right leaf and leave
 		// the left leaf untouched.
 		tx.stats.PushLeafRightShortcut.Add(1)
+		t.stats.PushLeafRightShortcut.Add(1)
 		p.pushed = pushShortcut
 		p.unlock(0)
 		p.set(0, right, writeLocked)
@@ -164,7 +165,9 @@ func (t *Tree) pushLeafRightItems(tx *Trans, p *Path, dataSize int, empty bool, 
 	right.recomputeOffsets()
 	left.setNritems(n - pushItems)
 	tx.stats.ItemsMoved.Add(int64(pushItems))
+	t.stats.ItemsMoved.Add(int64(pushItems))
 	tx.stats.BytesMoved.Add(int64(dataLen + pushItems*ih))
+	t.stats.BytesMoved.Add(int64(dataLen + pushItems*ih))
 
 	upper.setPtrKey(p.slots[1]+1, right.itemKey(0)) // slot >= 1: no further fix-up
 	if p.slots[0] >= left.nritems() {
@@ -282,7 +285,9 @@ func (t *Tree) pushLeafLeftItems(tx *Trans, p *Path, dataSize int, empty bool, l
 	right.setNritems(rightN - pushItems)
 	right.recomputeOffsets()
 	tx.stats.ItemsMoved.Add(int64(pushItems))
+	t.stats.ItemsMoved.Add(int64(pushItems))
 	tx.stats.BytesMoved.Add(int64(dataLen + pushItems*ih))
+	t.stats.BytesMoved.Add(int64(dataLen + pushItems*ih))
 
 	if right.nritems() > 0 {
 		// Right's first key changed; its parent slot is >= 1, so the

@@ -24,6 +24,7 @@ func (t *Tree) Search(tx *Trans, p *Path, key disk.Key, insLen int, cow bool) (f
 		panic("ctree: Search with insLen != 0 needs cow")
 	}
 	tx.stats.Searches.Add(1)
+	t.stats.Searches.Add(1)
 	lowestUnlock := 1
 	if insLen < 0 {
 		lowestUnlock = 2
@@ -51,6 +52,7 @@ func (t *Tree) Search(tx *Trans, p *Path, key disk.Key, insLen int, cow bool) (f
 			return found, nil
 		}
 		tx.stats.SearchRestarts.Add(1)
+		t.stats.SearchRestarts.Add(1)
 	}
 }
 

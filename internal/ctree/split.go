@@ -20,6 +20,7 @@ var ErrOverflow = errors.New("ctree: item does not fit in a leaf")
 // Preconditions: the leaf and its parent are write-locked and private.
 func (t *Tree) splitLeaf(tx *Trans, p *Path, insKey disk.Key, dataSize int, extend bool) error {
 	tx.stats.SplitLeaf.Add(1)
+	t.stats.SplitLeaf.Add(1)
 	lds := tx.lds()
 	l := p.nodes[0]
 	slot := p.slots[0]
@@ -57,11 +58,12 @@ func (t *Tree) splitLeaf(tx *Trans, p *Path, insKey disk.Key, dataSize int, exte
 		if split != 0 {
 			sep = l.itemKey(mid)
 		}
-		right, err := tx.newBlock(t.owner, 0, l.addr)
+		right, err := tx.newBlock(t, 0, l.addr)
 		if err != nil {
 			return err
 		}
 		tx.stats.LeafSplits.Add(1)
+		t.stats.LeafSplits.Add(1)
 		if split == 0 {
 			t.splitToEmpty(p, right, sep, mid <= slot)
 			return nil
@@ -73,6 +75,7 @@ func (t *Tree) splitLeaf(tx *Trans, p *Path, insKey disk.Key, dataSize int, exte
 			}
 			doubled = true
 			tx.stats.DoubleSplits.Add(1)
+			t.stats.DoubleSplits.Add(1)
 			continue
 		}
 		return nil
@@ -92,6 +95,7 @@ func (t *Tree) pushBeforeSplit(tx *Trans, p *Path, dataSize int) (done bool, err
 	}
 	atEnd := slot == l.nritems()
 	tx.stats.PushLeafRight.Add(1)
+	t.stats.PushLeafRight.Add(1)
 	moved, err := t.pushLeafRight(tx, p, need, need, false, 0)
 	if err != nil {
 		return false, err
@@ -100,11 +104,14 @@ func (t *Tree) pushBeforeSplit(tx *Trans, p *Path, dataSize int) (done bool, err
 		// The first condition of the seed shortcut holds; count why it
 		// was then taken or not.
 		tx.stats.PushLeafRightAtEnd.Add(1)
+		t.stats.PushLeafRightAtEnd.Add(1)
 		switch p.pushed {
 		case pushNoSibling:
 			tx.stats.PushLeafRightAtEndNoSibling.Add(1)
+			t.stats.PushLeafRightAtEndNoSibling.Add(1)
 		case pushNoRoom:
 			tx.stats.PushLeafRightAtEndNoRoom.Add(1)
+			t.stats.PushLeafRightAtEndNoRoom.Add(1)
 		}
 	}
 	if !moved {
@@ -113,6 +120,7 @@ func (t *Tree) pushBeforeSplit(tx *Trans, p *Path, dataSize int) (done bool, err
 			need -= l.freeSpace()
 		}
 		tx.stats.PushLeafLeft.Add(1)
+		t.stats.PushLeafLeft.Add(1)
 		if _, err := t.pushLeafLeft(tx, p, need, need, false, math.MaxInt); err != nil {
 			return false, err
 		}
@@ -219,6 +227,7 @@ func (t *Tree) copyForSplit(tx *Trans, p *Path, l, right *block, slot, mid, n in
 // right and the items before it to the left (push_for_double_split).
 func (t *Tree) pushForDoubleSplit(tx *Trans, p *Path, dataSize int) error {
 	tx.stats.PushForDoubleSplit.Add(1)
+	t.stats.PushForDoubleSplit.Add(1)
 	l := p.nodes[0]
 	slot := p.slots[0]
 	need := dataSize
@@ -248,7 +257,7 @@ func (t *Tree) insertNewRoot(tx *Trans, p *Path, level int) error {
 	if t.root.Load() != lower || lower.generation() != tx.gen {
 		panic(fmt.Sprintf("ctree: new root above block %d, which is not the private root", lower.addr))
 	}
-	c, err := tx.newBlock(t.owner, level, lower.addr)
+	c, err := tx.newBlock(t, level, lower.addr)
 	if err != nil {
 		return err
 	}
@@ -258,6 +267,7 @@ func (t *Tree) insertNewRoot(tx *Trans, p *Path, level int) error {
 	p.set(level, c, writeLocked)
 	p.slots[level] = 0
 	tx.stats.RootGrows.Add(1)
+	t.stats.RootGrows.Add(1)
 	return nil
 }
 

@@ -86,6 +86,9 @@ func (tx *Trans) WriteDirty() (int, error) {
 		if err := tx.store.Write(b.addr, b.buf); err != nil {
 			return 0, fmt.Errorf("write tree block %d: %w", b.addr, err)
 		}
+		if b.treeStats != nil {
+			b.treeStats.BlocksWritten.Add(1)
+		}
 	}
 	tx.stats.BlocksWritten.Add(int64(len(list)))
 	return len(list), nil
@@ -149,9 +152,9 @@ func (tx *Trans) private(b *block) bool {
 	return b.generation() == tx.gen && !b.written()
 }
 
-// free hands a block no tree points to back to the store, and forgets it:
-// it is never written (the kernel's clean_tree_block).
-func (tx *Trans) free(b *block) {
+// free hands a block of tree t that no tree points to back to the store,
+// and forgets it: it is never written (the kernel's clean_tree_block).
+func (tx *Trans) free(t *Tree, b *block) {
 	reuse := tx.private(b)
 	tx.mu.Lock()
 	delete(tx.dirty, b.addr)
@@ -162,32 +165,36 @@ func (tx *Trans) free(b *block) {
 	tx.mu.Unlock()
 	tx.store.Free(b.addr, reuse)
 	tx.stats.BlocksFreed.Add(1)
+	t.stats.BlocksFreed.Add(1)
 }
 
-// newBlock allocates a block for tree owner at level, with a fresh header
-// and no items, write-locked, and records it as dirty.
-func (tx *Trans) newBlock(owner disk.ObjectID, level int, hint disk.LogicalAddr) (*block, error) {
+// newBlock allocates a block for tree t at level, with a fresh header and
+// no items, write-locked, and records it as dirty.
+func (tx *Trans) newBlock(t *Tree, level int, hint disk.LogicalAddr) (*block, error) {
+	owner := t.owner
 	addr, err := tx.store.Alloc(owner, level, hint)
 	if err != nil {
 		return nil, fmt.Errorf("allocate tree block (tree %s level %d): %w", owner.TreeName(), level, err)
 	}
-	b := &block{addr: addr, buf: make([]byte, tx.params.NodeSize)}
+	b := &block{addr: addr, buf: make([]byte, tx.params.NodeSize), treeStats: t.stats}
 	h := disk.Header{FSID: tx.params.FSID, Bytenr: addr, Flags: disk.MixedBackrefRev << disk.BackrefRevShift,
 		ChunkTreeUUID: tx.params.ChunkTreeUUID, Generation: tx.gen, Owner: owner, Level: uint8(level)}
 	h.Encode(b.buf)
 	b.mu.Lock()
 	tx.add(b)
 	tx.stats.BlocksAllocated.Add(1)
+	t.stats.BlocksAllocated.Add(1)
 	return b, nil
 }
 
-// copyBlock allocates a copy of b for tree owner (the first half of
+// copyBlock allocates a copy of b for tree t (the first half of
 // btrfs_force_cow_block): same content, new bytenr, this generation,
 // WRITTEN and RELOC cleared, owner and fsid rewritten. The copy is
 // write-locked and dirty.
-func (tx *Trans) copyBlock(b *block, owner disk.ObjectID) (*block, error) {
+func (tx *Trans) copyBlock(t *Tree, b *block) (*block, error) {
 	const gib = 1 << 30
-	nb, err := tx.newBlock(owner, b.level(), b.addr&^(gib-1))
+	owner := t.owner
+	nb, err := tx.newBlock(t, b.level(), b.addr&^(gib-1))
 	if err != nil {
 		return nil, err
 	}

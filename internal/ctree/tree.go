@@ -14,6 +14,12 @@ type Options struct {
 	// push_leaf_right"): with it set, an append into a full leaf always
 	// goes through the ordinary push. For measurement only.
 	NoPushRightShortcut bool
+	// Stats receives the tree's own counters, as well as the Trans's
+	// Stats that count every tree of the transaction. A Tree lives for
+	// one transaction in the layers above, so they keep one Stats per
+	// tree id and hand it to every Open to count per tree across
+	// transactions. nil gives the tree a fresh Stats of its own.
+	Stats *Stats
 }
 
 // Tree is one copy-on-write B-tree (a btrfs root): its root block, owner id
@@ -23,6 +29,7 @@ type Options struct {
 type Tree struct {
 	owner disk.ObjectID // immutable
 	opts  Options       // immutable
+	stats *Stats        // immutable: opts.Stats, or the tree's own
 
 	// root is the current root block. It changes when the root is copied,
 	// when the tree grows a level and when it shrinks one; it is replaced
@@ -33,14 +40,23 @@ type Tree struct {
 
 // Create makes an empty tree for owner: one empty root leaf in tx.
 func Create(tx *Trans, owner disk.ObjectID, opts Options) (*Tree, error) {
-	b, err := tx.newBlock(owner, 0, 0)
+	t := newTree(owner, opts)
+	b, err := tx.newBlock(t, 0, 0)
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Unlock()
-	t := &Tree{owner: owner, opts: opts}
 	t.root.Store(b)
 	return t, nil
+}
+
+// newTree is a Tree without its root yet.
+func newTree(owner disk.ObjectID, opts Options) *Tree {
+	t := &Tree{owner: owner, opts: opts, stats: opts.Stats}
+	if t.stats == nil {
+		t.stats = new(Stats)
+	}
+	return t
 }
 
 // Open returns the tree whose committed root is r, reading the root block
@@ -53,7 +69,7 @@ func Open(tx *Trans, r Root, opts Options) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read root of tree %s: %w", r.Owner.TreeName(), err)
 	}
-	t := &Tree{owner: r.Owner, opts: opts}
+	t := newTree(r.Owner, opts)
 	t.root.Store(b)
 	return t, nil
 }
@@ -63,6 +79,10 @@ func (t *Tree) Owner() disk.ObjectID { return t.owner }
 
 // Options returns the options the tree was made with.
 func (t *Tree) Options() Options { return t.opts }
+
+// Stats returns the counters of this tree's operations: Options.Stats
+// when it was set.
+func (t *Tree) Stats() *Stats { return t.stats }
 
 // Root returns where the tree's root block is now, for a ROOT_ITEM or the
 // superblock. The block is only durable once it has been written.
@@ -125,7 +145,7 @@ func (t *Tree) readChild(tx *Trans, n *block, slot int) (*block, error) {
 // private, I7) or as the tree's root when parent is nil. b is freed and
 // unlocked; the copy is returned write-locked. Mirrors btrfs_force_cow_block.
 func (t *Tree) cowBlock(tx *Trans, b, parent *block, pslot int) (*block, error) {
-	nb, err := tx.copyBlock(b, t.owner)
+	nb, err := tx.copyBlock(t, b)
 	if err != nil {
 		return nil, err
 	}
@@ -141,9 +161,10 @@ func (t *Tree) cowBlock(tx *Trans, b, parent *block, pslot int) (*block, error) 
 		}
 		parent.setPtr(pslot, parent.ptrKey(pslot), nb.addr, tx.gen)
 	}
-	tx.free(b)
+	tx.free(t, b)
 	b.mu.Unlock()
 	tx.stats.BlocksCowed.Add(1)
+	t.stats.BlocksCowed.Add(1)
 	return nb, nil
 }
 

@@ -14,6 +14,7 @@
 //	5  internal/txn                                            transactions
 //	6  btrfs (the module root)                                 the filesystem
 //	7  mkfs, check, fuse, internal/dump, internal/extract      tools over the filesystem
+//	   internal/fileio                                         sysbench fileio over the public API
 //	8  internal/cli                                            the command line
 //	9  cmd/gobtrfs
 //

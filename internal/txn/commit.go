@@ -69,6 +69,7 @@ func (t *Txn) Commit() error {
 	}
 	t.fs.sb = sb
 	t.fs.space.Unpin()
+	t.fs.counters.commits.Add(1)
 	return nil
 }
 

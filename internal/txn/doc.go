@@ -51,6 +51,15 @@
 // device and cuts the last one to its last used byte, so the caller can
 // truncate the image after the commit.
 //
+// # Measurements
+//
+// The FS counts for benchmarks (stats.go): the B-tree engine's counters
+// per tree id, summed over transactions (each tree a Txn opens counts
+// into the FS's Stats for its id as well as into the transaction's),
+// commits, and the bytes written to its devices (blockdev.Counted wraps
+// each). SetNoPushRightShortcut opens every later tree with the seed
+// patch's shortcut off, for comparisons.
+//
 // # What it must never do
 //
 // It never writes tree blocks or superblocks before Commit, and writes

@@ -36,6 +36,8 @@ type FS struct {
 	// broken is set when a commit failed half way: the on-disk state is
 	// still the old commit, but memory no longer matches it.
 	broken error
+	// counters are what measurements read (stats.go).
+	counters counters
 }
 
 // Open opens the devices of one filesystem read-write and loads what a
@@ -75,9 +77,15 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	fs := &FS{set: set, sb: sb, chunks: m, hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0}
+	fs.counters.init()
+	// Every write to the devices (tree blocks, data, superblocks) is
+	// counted for BytesWritten.
+	for _, mem := range set.Members {
+		mem.Device = blockdev.NewCounted(mem.Device, &fs.counters.written)
+	}
 	devs := set.Devices()
-	fs := &FS{set: set, sb: sb, chunks: m, rd: chunk.NewReader(m, devs), wr: chunk.NewWriter(m, devs),
-		hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0}
+	fs.rd, fs.wr = chunk.NewReader(m, devs), chunk.NewWriter(m, devs)
 	cr, err := fs.ReadBlock(sb.ChunkRoot, disk.Expect{Bytenr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel),
 		Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID})
 	if err != nil {

@@ -33,7 +33,7 @@ func (t *Txn) CreateTree(id disk.ObjectID, item disk.RootItem) (*ctree.Tree, err
 	if _, _, err := t.lookupRootItem(rt, id); err == nil {
 		return nil, fmt.Errorf("txn: tree %d exists", id)
 	}
-	tr, err := ctree.Create(t.tx, id, ctree.Options{})
+	tr, err := ctree.Create(t.tx, id, t.fs.treeOptions(id))
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,7 @@ func (t *Txn) Tree(id disk.ObjectID) (*ctree.Tree, error) {
 		root = ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id}
 		t.rootKeys[id] = key
 	}
-	tr, err := ctree.Open(t.tx, root, ctree.Options{})
+	tr, err := ctree.Open(t.tx, root, t.fs.treeOptions(id))
 	if err != nil {
 		return nil, err
 	}
