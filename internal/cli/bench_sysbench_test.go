@@ -6,13 +6,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/fileio"
 )
 
 // sysbenchRow is one row of the seed's experiment: sysbench fileio's
@@ -141,4 +144,113 @@ func TestParseSysbench(t *testing.T) {
 	if _, err := parseSysbench("no report"); err == nil {
 		t.Error("a report without figures parsed")
 	}
+}
+
+// BenchmarkFileioVsKernel is the seed patch's experiment, run both ways in
+// one benchmark: sysbench fileio (the Debian package) on the kernel's
+// btrfs, an image loop-mounted, and `gobtrfs bench fileio`'s workload
+// (internal/fileio) on an image of the same size, with the same flags;
+// on tmpfs and on the disk (b.TempDir()); seqwr and rndwr; 16 and 512
+// threads; 512 files, 1 GiB, 8 KiB requests, fsync every 100 requests,
+// 10 s. Our side runs with the shortcut on and off from byte-identical
+// prepared images (fileio.Compare). Reported per row: MiB/s written by
+// each, our MiB/s over the kernel's, and the share of push_leaf_right
+// calls that took the shortcut, in total and per tree; the log has one
+// line per row for docs/benchmarks.md. Needs root, btrfs-progs and
+// sysbench. GOBTRFS_FILEIO_ROWS=tmpfs/rndwr/16,... picks rows.
+//
+//	go test -run '^$' -bench FileioVsKernel -benchtime 1x -timeout 60m ./internal/cli
+func BenchmarkFileioVsKernel(b *testing.B) {
+	btrfstest.RequireInterop(b)
+	const size = 3 << 30 // the image: 1 GiB of files with room to spare
+	want := map[string]bool{}
+	for _, r := range strings.Split(os.Getenv("GOBTRFS_FILEIO_ROWS"), ",") {
+		if r != "" {
+			want[r] = true
+		}
+	}
+	for _, backing := range []string{"tmpfs", "disk"} {
+		for _, mode := range []string{"seqwr", "rndwr"} {
+			for _, threads := range []int{16, 512} {
+				name := fmt.Sprintf("%s/%s/%d", backing, mode, threads)
+				if len(want) > 0 && !want[name] {
+					continue
+				}
+				b.Run(name, func(b *testing.B) {
+					row := sysbenchRow{mode: mode, threads: threads, files: 512, total: "1G", block: "8K", fsyncFreq: 100, seconds: 10}
+					for range b.N {
+						dir := benchBacking(b, backing)
+						kern := sysbenchKernel(b, dir, size, row)
+						os.Remove(filepath.Join(dir, "kernel.img"))
+						ours := fileioOurs(b, dir, size, row)
+						b.ReportMetric(kern.writtenMiBs, "kernel-MiB/s")
+						b.ReportMetric(ours[0].WrittenMiBPerS, "ours-MiB/s")
+						b.ReportMetric(ours[1].WrittenMiBPerS, "ours-noshortcut-MiB/s")
+						if kern.writtenMiBs > 0 {
+							b.ReportMetric(ours[0].WrittenMiBPerS/kern.writtenMiBs, "ours/kernel")
+						}
+						b.ReportMetric(100*ours[0].Total.ShortcutShare(), "shortcut-%")
+						b.Logf("row %s: kernel %.2f MiB/s (fsyncs/s %.0f, p95 %.2f ms); ours %.2f MiB/s shortcut on, %.2f off (ratio %.2f); commits %d; peak heap %d MiB; %s",
+							name, kern.writtenMiBs, kern.fsyncsPerS, kern.p95ms, ours[0].WrittenMiBPerS, ours[1].WrittenMiBPerS,
+							ours[0].WrittenMiBPerS/max(kern.writtenMiBs, 1e-9), ours[0].Commits, ours[0].PeakHeapBytes>>20, shortcutShares(ours[0]))
+					}
+				})
+			}
+		}
+	}
+}
+
+// fileioOurs prepares an image of size bytes in dir with our mkfs and the
+// row's files, then runs the row with the shortcut on and off from
+// identical copies.
+func fileioOurs(b *testing.B, dir string, size int64, r sysbenchRow) [2]fileio.Result {
+	b.Helper()
+	total, err := fileio.ParseSize(r.total)
+	if err != nil {
+		b.Fatal(err)
+	}
+	block, err := fileio.ParseSize(r.block)
+	if err != nil {
+		b.Fatal(err)
+	}
+	img := filepath.Join(dir, "ours.img")
+	c := fileio.Config{Image: img, Mode: r.mode, FileNum: r.files, FileTotalSize: total, FileBlockSize: int(block),
+		FsyncFreq: r.fsyncFreq, Threads: r.threads, Time: time.Duration(r.seconds) * time.Second}
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.btrfs", "-q", "-f", img).CombinedOutput(); err != nil {
+		b.Fatalf("mkfs.btrfs: %v\n%s", err, out)
+	}
+	if _, err := fileio.Prepare(c); err != nil {
+		b.Fatal(err)
+	}
+	unix.Sync()
+	res, err := fileio.Compare(c, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	btrfstest.Check(b, []string{img}, true)
+	os.Remove(img)
+	return res
+}
+
+// shortcutShares says, per tree with push_leaf_right calls, how many took
+// the shortcut.
+func shortcutShares(r fileio.Result) string {
+	var names []string
+	for n := range r.Trees {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := fmt.Sprintf("total %d of %d (%.1f%%)", r.Total.PushLeafRightShortcut, r.Total.PushLeafRight, 100*r.Total.ShortcutShare())
+	for _, n := range names {
+		if t := r.Trees[n]; t.PushLeafRight > 0 {
+			out += fmt.Sprintf(", %s %d of %d", n, t.PushLeafRightShortcut, t.PushLeafRight)
+		}
+	}
+	return out
 }
