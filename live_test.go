@@ -353,3 +353,37 @@ func compareLive(t *testing.T, who string, want map[string]int, read func(string
 		}
 	}
 }
+
+// TestOpenFileNumberNotReused: a file removed while open, and a new file
+// made after a commit, must not share an inode number, or the open File
+// (which reloads its inode by number after changes) reads the new file.
+func TestOpenFileNumberNotReused(t *testing.T) {
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	if err := fsys.WriteFile("old", []byte("old file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.OpenFile("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := fsys.Remove("old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.WriteFile("new", []byte("new file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := f.ReadAt(buf, 0)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("read of the removed file: %q, %v; want %v", buf[:n], err, fs.ErrNotExist)
+	}
+}

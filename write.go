@@ -189,7 +189,17 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 		if w.t, err = w.tfs.Begin(); err != nil {
 			return &fs.PathError{Op: op, Path: name, Err: err}
 		}
+		prev := w.cache
 		w.cache = newTxCache()
+		if prev != nil {
+			// Inode numbers are never reused while the FS is open, as
+			// the kernel's in-memory free_objectid: counting again
+			// from the highest number in the tree would hand a
+			// removed file's number to a new file after a commit, and
+			// an open File of the removed one (which reloads its
+			// inode by number) would read the new file.
+			w.cache.ino = prev.ino
+		}
 		w.began = time.Now()
 	}
 	tr, err := w.t.Tree(disk.FSTreeObjectID)

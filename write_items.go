@@ -260,9 +260,10 @@ func (c *wctx) lastKeyBelow(k disk.Key) (disk.Key, bool, error) {
 }
 
 // newIno returns a new inode number for the subvolume: the highest
-// objectid in its tree plus one the first time in a transaction, then one
-// more each call (a number handed out by a change that failed its checks
-// is skipped, as the kernel skips numbers).
+// objectid in its tree plus one the first time since the FS was opened,
+// then one more each call, across commits (a number handed out by a
+// change that failed its checks, or by a transaction rolled back, is
+// skipped, as the kernel skips numbers).
 func (c *wctx) newIno() (disk.ObjectID, error) {
 	owner := c.tr.Owner()
 	ino, ok := c.cache.ino[owner]
@@ -312,7 +313,8 @@ type dirKey struct {
 
 // txCache is what a writer remembers for the running transaction, to
 // spare tree searches: the next inode number of each subvolume and the
-// next DIR_INDEX of each directory used. Begin starts it empty.
+// next DIR_INDEX of each directory used. Each transaction starts it
+// empty but for the inode numbers, which carry over (FS.change).
 type txCache struct {
 	ino   map[disk.ObjectID]disk.ObjectID
 	index map[dirKey]uint64
