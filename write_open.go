@@ -13,9 +13,8 @@ import (
 // openWritableWith is OpenWritable with the transaction side's devices
 // opened through scan (scan.Open, when set, opens each path). Tests put a
 // device there that records, fails or tears the writes of a commit, to
-// simulate a power loss at any write or sync, while the read side and
-// the reopen after each Commit still read path itself, which sees every
-// write that went through. OpenWritable is this with the zero options.
+// simulate a power loss at any write or sync; the read side reads through
+// the same devices. OpenWritable is this with the zero options.
 func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*FS, error) {
 	var o Options
 	if opts != nil {

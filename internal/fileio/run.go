@@ -239,8 +239,8 @@ func (ru *runner) run() (Result, error) {
 		return Result{}, ru.err
 	}
 	if c.NoFsyncEnd && c.writes() {
-		// Close drops what no commit made durable; commit it, after the
-		// timed phase, so that the image holds what the run wrote.
+		// Commit what the run wrote after the timed phase, so the figures
+		// below (commits, device bytes) include it, as Close would.
 		if err := ru.fsys.Sync(); err != nil {
 			return Result{}, err
 		}

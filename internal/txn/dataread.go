@@ -8,8 +8,8 @@ import (
 )
 
 // ReadData reads p from logical addr through the transaction's chunk
-// map, which also knows the chunks this transaction added: the filesystem
-// layer's read side learns those only when Commit reopens it. Copies are
+// map, which also knows the chunks this transaction added (the filesystem
+// layer shares that map, so its own reader sees them too). Copies are
 // tried in turn; the caller verifies checksums.
 func (t *Txn) ReadData(addr disk.LogicalAddr, p []byte) error {
 	if t.done {
