@@ -92,7 +92,8 @@ func (d *fsDirEntry) Type() fs.FileMode {
 	return FileModeOf(mode).Type()
 }
 func (d *fsDirEntry) Info() (fs.FileInfo, error) {
-	defer d.fsys.rlock()()
+	d.fsys.rlock()
+	defer d.fsys.runlock()
 	dir, err := d.fsys.fresh(d.dir)
 	if err != nil {
 		return nil, err

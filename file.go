@@ -79,7 +79,8 @@ func (f *File) state() (*fileState, error) {
 
 // Stat returns the file's FileInfo.
 func (f *File) Stat() (fs.FileInfo, error) {
-	defer f.fsys.rlock()()
+	f.fsys.rlock()
+	defer f.fsys.runlock()
 	st, err := f.state()
 	if err != nil {
 		return nil, f.pathErr("stat", err)
@@ -109,7 +110,8 @@ func (f *File) pathErr(op string, err error) error {
 
 // ReadAt reads len(p) bytes at offset off; safe for concurrent use.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	defer f.fsys.rlock()()
+	f.fsys.rlock()
+	defer f.fsys.runlock()
 	st, err := f.state()
 	if err != nil {
 		return 0, f.pathErr("read", err)
@@ -174,7 +176,8 @@ func (f *File) readAt(st *fileState, p []byte, off uint64) error {
 func (f *File) Read(p []byte) (int, error) {
 	// Lock order: the FS read lock before the file's own (Seek and ReadDir
 	// take them in this order too).
-	defer f.fsys.rlock()()
+	f.fsys.rlock()
+	defer f.fsys.runlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -195,7 +198,8 @@ func (f *File) Read(p []byte) (int, error) {
 // Seek sets the offset for the next Read, as lseek does, including
 // SeekData and SeekHole.
 func (f *File) Seek(offset int64, whence int) (int64, error) {
-	defer f.fsys.rlock()()
+	f.fsys.rlock()
+	defer f.fsys.runlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, err := f.state()
@@ -236,7 +240,8 @@ func (f *File) SeekDataAt(off int64) (int64, error) { return f.seekAt(off, true)
 func (f *File) SeekHoleAt(off int64) (int64, error) { return f.seekAt(off, false) }
 
 func (f *File) seekAt(off int64, data bool) (int64, error) {
-	defer f.fsys.rlock()()
+	f.fsys.rlock()
+	defer f.fsys.runlock()
 	st, err := f.state()
 	if err != nil {
 		return 0, f.pathErr("seek", err)
@@ -282,7 +287,8 @@ func (f *File) seekDataHole(st *fileState, off int64, data bool) (int64, error) 
 // ReadDir reads directory entries in the kernel's readdir order; n <= 0
 // reads all that remain.
 func (f *File) ReadDir(n int) ([]fs.DirEntry, error) {
-	defer f.fsys.rlock()()
+	f.fsys.rlock()
+	defer f.fsys.runlock()
 	return f.readDir(n)
 }
 

@@ -5,7 +5,6 @@ import (
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
-	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // Writes through an open File address the file by its inode, as writes to
@@ -28,20 +27,7 @@ func (f *File) Truncate(size int64) error {
 		return f.pathErr("truncate", syscall.EINVAL)
 	}
 	sv, ino := f.identity()
-	return f.fsys.dataChange("truncate", f.name, func(c *wctx, t *txn.Txn) (bool, error) {
-		in, err := c.regularByIno(sv, ino)
-		if err == nil {
-			err = mayChange(in, -1)
-		}
-		if err != nil {
-			return false, err
-		}
-		if err := c.truncate(in, uint64(size)); err != nil {
-			return true, err
-		}
-		c.touch(in, c.now(), true)
-		return true, c.putInode(in)
-	})
+	return f.fsys.truncateFound(f.name, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, size)
 }
 
 // identity is the subvolume and inode number the File is open on; they

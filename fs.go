@@ -53,12 +53,17 @@ type subvol struct {
 // Superblock returns a copy of the superblock of the last commit (the one
 // the filesystem was opened from, for read-only opens).
 func (fsys *FS) Superblock() disk.Superblock {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	return *fsys.sb
 }
 
 // SectorSize is the filesystem's sector size.
-func (fsys *FS) SectorSize() uint32 { return fsys.sb.SectorSize }
+func (fsys *FS) SectorSize() uint32 {
+	fsys.rlock() // a commit replaces fsys.sb (with the same sector size)
+	defer fsys.runlock()
+	return fsys.sb.SectorSize
+}
 
 // Close releases the devices. Files opened from fsys must not be used after.
 func (fsys *FS) Close() error {
@@ -73,7 +78,7 @@ func (fsys *FS) Close() error {
 	return errors.Join(errs...)
 }
 
-// rlock holds the read side steady for one read and returns its release.
+// rlock holds the read side steady for one read; runlock releases it.
 // On a writable FS a change swaps the roots reads start from and edits the
 // running transaction's blocks in place, and a commit moves the read side
 // to the new roots, so a read holds the writer's lock shared: reads never
@@ -81,12 +86,17 @@ func (fsys *FS) Close() error {
 // see half a change. Read-only opens never change: no lock. Public read
 // methods take it once at their start and call only unlocked helpers
 // (a second RLock in one goroutine can deadlock behind a waiting writer).
-func (fsys *FS) rlock() (unlock func()) {
-	if fsys.w == nil {
-		return func() {}
+func (fsys *FS) rlock() {
+	if fsys.w != nil {
+		fsys.w.mu.RLock()
 	}
-	fsys.w.mu.RLock()
-	return fsys.w.mu.RUnlock
+}
+
+// runlock ends what rlock began.
+func (fsys *FS) runlock() {
+	if fsys.w != nil {
+		fsys.w.mu.RUnlock()
+	}
 }
 
 // version counts the changes and commits of a writable FS (0 for

@@ -40,7 +40,8 @@ func (fsys *FS) ChunkMap() *chunk.Map { return fsys.chunks }
 
 // Trees lists every tree with a ROOT_ITEM in the root tree, in key order.
 func (fsys *FS) Trees() ([]TreeRoot, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	c := fsys.cursor(fsys.rootTree)
 	var out []TreeRoot
 	ok, err := c.First()

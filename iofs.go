@@ -25,7 +25,8 @@ func (fsys *FS) Open(name string) (fs.File, error) { return fsys.OpenFile(name) 
 
 // OpenFile is Open returning the concrete type.
 func (fsys *FS) OpenFile(name string) (*File, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	return fsys.openFile(name)
 }
 
@@ -40,7 +41,8 @@ func (fsys *FS) openFile(name string) (*File, error) {
 
 // Stat describes the named file, following symlinks.
 func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	in, err := fsys.walk("stat", name, true)
 	if err != nil {
 		return nil, err
@@ -50,7 +52,8 @@ func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
 
 // Lstat describes the named file without following a final symlink.
 func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	in, err := fsys.walk("lstat", name, false)
 	if err != nil {
 		return nil, err
@@ -60,7 +63,8 @@ func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
 
 // ReadDir lists the named directory sorted by name, as io/fs requires.
 func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	f, err := fsys.openFile(name)
 	if err != nil {
 		return nil, err
@@ -75,7 +79,8 @@ func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 
 // ReadFile returns the contents of the named file.
 func (fsys *FS) ReadFile(name string) ([]byte, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	f, err := fsys.openFile(name)
 	if err != nil {
 		return nil, err
@@ -102,7 +107,8 @@ const maxReadFile = 1 << 34
 
 // ReadLink returns the target of the named symlink.
 func (fsys *FS) ReadLink(name string) (string, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	in, err := fsys.walk("readlink", name, false)
 	if err != nil {
 		return "", err

@@ -33,7 +33,8 @@ type SubvolumeInfo struct {
 // order, with its path from the top level. Subvolumes being deleted (no
 // back reference left) are omitted, as btrfs-progs does.
 func (fsys *FS) Subvolumes() ([]SubvolumeInfo, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	c := fsys.cursor(fsys.rootTree)
 	var out []SubvolumeInfo
 	ok, err := c.Seek(disk.Key{ObjectID: disk.FirstFreeObjectID, Type: disk.RootItemKey})
@@ -145,7 +146,8 @@ func (fsys *FS) inodePath(sv *subvol, ino disk.ObjectID) (string, error) {
 // kernel mounts when no subvol option is given (5 unless set-default
 // changed it).
 func (fsys *FS) DefaultSubvolume() (uint64, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	return fsys.defaultSubvolume()
 }
 
@@ -172,7 +174,8 @@ func (fsys *FS) defaultSubvolume() (uint64, error) {
 // Subvolume returns a view of the filesystem rooted at subvolume id, sharing
 // fsys' devices and caches. Closing the view does nothing; close fsys.
 func (fsys *FS) Subvolume(id uint64) (*FS, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	sv, err := fsys.subvolume(disk.ObjectID(id))
 	if err != nil {
 		return nil, fmt.Errorf("subvolume %d: %w", id, err)
@@ -188,7 +191,8 @@ func (fsys *FS) Subvolume(id uint64) (*FS, error) {
 // SubvolumeAt returns the id of the subvolume whose root directory is the
 // named path (following symlinks), or an error if the path is not one.
 func (fsys *FS) SubvolumeAt(name string) (uint64, error) {
-	defer fsys.rlock()()
+	fsys.rlock()
+	defer fsys.runlock()
 	in, err := fsys.walk("subvolume", name, true)
 	if err != nil {
 		return 0, err

@@ -97,7 +97,9 @@ func (fsys *FS) startCommitter(interval time.Duration) {
 	w.stop, w.stopped = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(w.stopped)
-		tick := time.NewTicker(interval / 4)
+		// Look four times an interval, at most every millisecond (a
+		// zero ticker period would panic).
+		tick := time.NewTicker(max(interval/4, time.Millisecond))
 		defer tick.Stop()
 		for {
 			select {
