@@ -150,8 +150,18 @@ func exercise(t *testing.T, fsys *btrfs.FS) (errs int) {
 			f, err := fsys.OpenFile(p)
 			check(p, err)
 			if err == nil {
-				_, err = io.Copy(io.Discard, f)
+				// A damaged i_size can make a file of exabytes of holes:
+				// reading it all is correct and endless, so read the first
+				// 64 MiB and the last 1 MiB the size claims.
+				_, err = io.Copy(io.Discard, io.LimitReader(f, 64<<20))
 				check(p, err)
+				if st, serr := f.Stat(); serr == nil && st.Size() > 64<<20 {
+					_, err = f.ReadAt(make([]byte, 1<<20), st.Size()-1<<20)
+					if err != io.EOF {
+						check(p, err)
+					}
+				}
+				f.Close()
 			}
 		case d.Type()&fs.ModeSymlink != 0:
 			_, err := fsys.ReadLink(p)

@@ -43,6 +43,9 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := set.CheckComplete(m.DevIDs()); err != nil {
+		return nil, err
+	}
 	cached := make(map[disk.DevID]blockdev.Device)
 	raw := set.Devices()
 	for id, d := range raw {
@@ -56,6 +59,9 @@ func openSet(set *blockdev.Set, o Options) (*FS, error) {
 	v.closers = []closerFunc{set.Close}
 	chunkRoot := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
 	if err := ctree.LoadChunkTree(v.blocks, chunkRoot, m); err != nil {
+		return nil, fmt.Errorf("chunk tree: %w", err)
+	}
+	if err := set.CheckComplete(m.DevIDs()); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
 	return openVolume(v)
@@ -95,6 +101,10 @@ func openVolume(v *volume) (*FS, error) {
 	}
 	var err error
 	if fsys.top, err = fsys.subvolume(disk.FSTreeObjectID); err != nil {
+		if errors.Is(err, errNoRoot) {
+			// Every btrfs has a top-level tree: its absence is damage.
+			return nil, &disk.CorruptError{Logical: sb.Root, Tree: disk.RootTreeObjectID, What: "no root item for FS_TREE", Err: err}
+		}
 		return nil, fmt.Errorf("fs tree: %w", err)
 	}
 	// Like a mount, read the top directory now, so a filesystem whose

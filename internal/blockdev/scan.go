@@ -226,6 +226,26 @@ func (s *Set) Missing(want []disk.DevID) []disk.DevID {
 	return out
 }
 
+// CheckComplete checks the devids that chunks use (used: the superblock's
+// system chunks, later the whole chunk tree) against the set. A devid absent while fewer devices are present
+// than the superblock's num_devices is a missing device, for the caller to
+// handle (degraded reads). Absent while every counted device is present,
+// the superblock contradicts itself (a damaged dev_item devid, stripe or
+// num_devices): that is corruption, not a device to go looking for.
+func (s *Set) CheckComplete(used []disk.DevID) error {
+	if uint64(len(s.Members)) < s.Super.NumDevices {
+		return nil
+	}
+	for _, id := range used {
+		if _, ok := s.Members[id]; !ok {
+			return &disk.CorruptError{Physical: disk.SuperblockOffsetOf(0),
+				What: fmt.Sprintf("chunks use devid %d, but the superblock counts %d device(s) and all are present (devids %v)",
+					id, s.Super.NumDevices, s.DevIDs())}
+		}
+	}
+	return nil
+}
+
 // Close closes every current device.
 func (s *Set) Close() error {
 	var errs []error

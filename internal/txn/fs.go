@@ -77,6 +77,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := set.CheckComplete(m.DevIDs()); err != nil {
+		return nil, err
+	}
 	fs := &FS{set: set, sb: sb, chunks: m, hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0}
 	fs.counters.init()
 	// Every write to the devices (tree blocks, data, superblocks) is
@@ -93,6 +96,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	}
 	fs.chunkTreeUUID = cr.Header().ChunkTreeUUID
 	if err := ctree.LoadChunkTree(fs, fs.chunkRoot(), m); err != nil {
+		return nil, fmt.Errorf("chunk tree: %w", err)
+	}
+	if err := set.CheckComplete(m.DevIDs()); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
 	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
