@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // Durability of a writable FS (docs/design/0009-live-filesystem.md): a
@@ -49,15 +51,31 @@ func (fsys *FS) Sync() error {
 		return nil
 	}
 	target := w.seq.Load()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.dead != nil {
-		return &fs.PathError{Op: "sync", Path: w.path, Err: ErrAborted}
-	}
-	if w.durable >= target {
+	if w.durable.Load() >= target {
 		return nil // a commit that began after our changes has finished
 	}
-	return fsys.commitLocked()
+	w.mu.Lock()
+	if w.dead != nil {
+		w.mu.Unlock()
+		return &fs.PathError{Op: "sync", Path: w.path, Err: ErrAborted}
+	}
+	var (
+		f   *txn.Flight
+		seq uint64
+		err error
+	)
+	if w.flight != nil && w.flightSeq >= target {
+		f, seq = w.flight, w.flightSeq // a commit on its way covers our changes
+	} else {
+		f, seq, err = fsys.commitLocked()
+	}
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// The devices sync without the lock: changes go on meanwhile, and
+	// every Sync covered by this commit waits for the same flight.
+	return fsys.finish(f, seq)
 }
 
 // Sync makes the file's data and metadata durable, as fsync(2). btrfs
@@ -108,12 +126,25 @@ func (fsys *FS) startCommitter(interval time.Duration) {
 			case <-tick.C:
 			}
 			w.mu.Lock()
-			if w.t != nil && w.dead == nil && w.seq.Load() > w.durable && time.Since(w.began) >= interval {
-				if err := fsys.commitLocked(); err != nil && w.bgErr == nil {
-					w.bgErr = err // reported by Close; later changes see ErrAborted
-				}
+			var (
+				f   *txn.Flight
+				seq uint64
+				err error
+			)
+			if w.t != nil && w.dead == nil && time.Since(w.began) >= interval {
+				f, seq, err = fsys.commitLocked()
 			}
 			w.mu.Unlock()
+			if err == nil {
+				err = fsys.finish(f, seq)
+			}
+			if err != nil {
+				w.mu.Lock()
+				if w.bgErr == nil {
+					w.bgErr = err // reported by Close; later changes see ErrAborted
+				}
+				w.mu.Unlock()
+			}
 		}
 	}()
 }
@@ -129,9 +160,10 @@ func (w *writer) closeWriter(fsys *FS) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var err error
-	if w.t != nil && w.dead == nil && w.seq.Load() > w.durable {
-		err = fsys.commitLocked()
-	} else if w.bgErr != nil {
+	if w.dead == nil {
+		err = fsys.commitDurableLocked()
+	}
+	if err == nil && w.bgErr != nil {
 		err = fmt.Errorf("background commit: %w", w.bgErr)
 	}
 	if w.t != nil {

@@ -33,12 +33,16 @@ type writer struct {
 	// with the version they loaded their inode at.
 	version atomic.Uint64
 	// seq counts successful changes; durable is seq as of the last
-	// commit (Sync's group commit compares them). seq is written under mu
-	// and read without it.
+	// durable commit (Sync's group commit compares them). seq is written
+	// under mu and read without it.
 	seq     atomic.Uint64
-	durable uint64    // protected by mu
-	began   time.Time // when the running transaction began; protected by mu
-	limit   uint64    // Options.DirtyLimit resolved; immutable
+	durable atomic.Uint64 // seq as of the last commit known durable
+	began   time.Time     // when the running transaction began; protected by mu
+	// flight is the last commit prepared (maybe durable already) and
+	// flightSeq the seq it covers; protected by mu.
+	flight    *txn.Flight
+	flightSeq uint64
+	limit     uint64 // Options.DirtyLimit resolved; immutable
 
 	stop, stopped chan struct{} // the background committer (sync.go)
 	bgErr         error         // its first failure; protected by mu
@@ -99,29 +103,72 @@ func (fsys *FS) Commit() error {
 		return err
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return fsys.commitLocked()
+	f, seq, err := fsys.commitLocked()
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return fsys.finish(f, seq)
 }
 
-// commitLocked commits the running transaction, if any; w.mu is held
-// exclusively.
-func (fsys *FS) commitLocked() error {
+// commitLocked prepares the commit of the running transaction, if any,
+// with w.mu held exclusively: the bookkeeping and the writes of every
+// block (docs/design/0009, stage 2). The returned flight is made durable
+// by finish, which callers run after releasing w.mu, so changes go on
+// while the devices sync; seq is the change count the flight covers.
+// With no transaction running it returns the last flight, which covers
+// every change so far.
+func (fsys *FS) commitLocked() (*txn.Flight, uint64, error) {
 	w := fsys.w
 	if w.dead != nil {
-		return ErrAborted
+		return nil, 0, ErrAborted
 	}
-	if w.t == nil {
-		return nil
+	if w.t == nil || w.seq.Load() == w.flightSeq {
+		// Nothing changed since the last commit (a transaction whose
+		// changes all failed before changing anything stays open).
+		return w.flight, w.flightSeq, nil
 	}
 	t := w.t
 	w.t = nil
-	if err := t.Commit(); err != nil {
+	seq := w.seq.Load()
+	f, err := t.Prepare()
+	if err != nil {
 		w.dead = err
 		fsys.showCommitted()
+		return nil, 0, fmt.Errorf("%s: %w", w.path, err)
+	}
+	w.flight, w.flightSeq = f, seq
+	return f, seq, fsys.followCommit()
+}
+
+// commitDurableLocked is commitLocked and finish with w.mu held, for the
+// few callers that must see the commit durable before they go on (Close,
+// Shrink). finish never takes w.mu, so this cannot deadlock.
+func (fsys *FS) commitDurableLocked() error {
+	f, seq, err := fsys.commitLocked()
+	if err != nil {
+		return err
+	}
+	return fsys.finish(f, seq)
+}
+
+// finish waits until flight f (of commitLocked) is durable and records
+// that the changes up to seq are. It must not take w.mu: it runs both
+// with and without it.
+func (fsys *FS) finish(f *txn.Flight, seq uint64) error {
+	if f == nil {
+		return nil
+	}
+	w := fsys.w
+	if err := f.Finish(); err != nil {
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
-	w.durable = w.seq.Load()
-	return fsys.followCommit()
+	for {
+		d := w.durable.Load()
+		if d >= seq || w.durable.CompareAndSwap(d, seq) {
+			return nil
+		}
+	}
 }
 
 // followCommit moves the read side to the commit just made, without
@@ -172,7 +219,7 @@ func (fsys *FS) writable(op, name string) (*writer, error) {
 // change runs fn with the write lock held and the transaction's top-level
 // tree. fn validates first and returns started=false with its error if it
 // changed nothing; an error after a change aborts the transaction.
-func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err error)) error {
+func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err error)) (rerr error) {
 	w, err := fsys.writable(op, name)
 	if err != nil {
 		return err
@@ -180,6 +227,14 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if !validPath(name) {
 		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
+	var finishAfter func() error
+	defer func() {
+		if finishAfter != nil && rerr == nil {
+			if err := finishAfter(); err != nil {
+				rerr = &fs.PathError{Op: op, Path: name, Err: err}
+			}
+		}
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.dead != nil {
@@ -216,10 +271,16 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if err == nil {
 		if w.limit > 0 && w.t != nil && w.t.DirtyBytes() >= w.limit {
 			// Past the dirty limit: commit now, while later changes wait
-			// for the lock, instead of letting the transaction grow.
-			if err := fsys.commitLocked(); err != nil {
+			// for the lock, instead of letting the transaction grow. The
+			// change that crossed the limit then waits for the commit to
+			// be durable, after the lock is released (deferred before
+			// the unlock, so it runs after it): until then the space the
+			// commit freed cannot be reused.
+			f, seq, err := fsys.commitLocked()
+			if err != nil {
 				return &fs.PathError{Op: op, Path: name, Err: err}
 			}
+			finishAfter = func() error { return fsys.finish(f, seq) }
 		}
 		return nil
 	}

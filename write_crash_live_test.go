@@ -2,6 +2,7 @@ package btrfs_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -40,22 +41,21 @@ import (
 //     changes are generated from the seed before the run, so the models
 //     are known up front).
 //   - commits[gen]: for every commit, bounds on each goroutine's change
-//     count in it. A commit holds the FS lock exclusively from its start
-//     to its superblock writes (stage 1 of docs/design/0009), and every
-//     change runs under that lock. A goroutine stores begun[g] = k before
-//     it calls change k and done[g] = k after the call returns. When the
-//     device sees a superblock copy of generation gen, the commit holds
-//     the lock, so change done[g] finished before the commit began (it
-//     returned before this moment and cannot have run during the commit)
-//     and change begun[g]+1 has not begun: the commit holds
-//     models[g][k] for one k with done[g] <= k <= begun[g] (read in that
-//     order). Between the two lies at most the change in flight, which
-//     may have run before the commit or will run after it. Every copy of
-//     the commit gives such bounds and the narrowest are kept; bounds
-//     that cross mean a change ran during a commit, and fail the test.
-//     (If commits ever write their superblocks outside the lock, as
-//     stage 2 plans, this snapshot must move to the commit's critical
-//     section.)
+//     count in it. A commit holds the FS lock exclusively while it
+//     prepares (settles and writes its tree blocks, stage 2 of
+//     docs/design/0009; its syncs and superblocks come after, outside the
+//     lock), and every change runs under that lock. A goroutine stores
+//     begun[g] = k before it calls change k and done[g] = k after the call
+//     returns. When the device sees a tree block of generation gen
+//     written, commit gen holds the lock, so change done[g] finished
+//     before the commit began (it returned before this moment and cannot
+//     have run during the commit) and change begun[g]+1 has not begun:
+//     the commit holds models[g][k] for one k with done[g] <= k <=
+//     begun[g] (read in that order). Between the two lies at most the
+//     change in flight, which may have run before the commit or will run
+//     after it. Every tree block of the commit gives such bounds and the
+//     narrowest are kept; bounds that cross mean a change ran during a
+//     commit's critical section, and fail the test.
 //   - promised[g] at write or sync i: the change count of goroutine g
 //     when it called its last Sync that returned nil before write or
 //     sync i was issued. Those changes must survive a loss at i.
@@ -282,6 +282,10 @@ type liveRecorder struct {
 	log     []liveRecord
 	commits map[disk.Generation]liveCommit
 	bad     error // the first snapshot that breaks the rule at the top
+	// fsid and nodeSize tell tree block writes (treeBlockGen); set once
+	// the FS is open, before any change.
+	fsid     disk.UUID
+	nodeSize int
 
 	// The goroutines' counters (see the top).
 	begun, done, promised []atomic.Int64
@@ -305,15 +309,11 @@ func (d *liveRecorder) WriteAt(p []byte, off int64) (int, error) {
 		return n, err
 	}
 	d.log = append(d.log, liveRecord{off: off, data: slices.Clone(p), promised: d.counters(d.promised)})
-	if isSuperWrite(off, len(p)) {
-		var sb disk.Superblock
-		if err := sb.Decode(p); err != nil {
-			return 0, err
-		}
+	if gen, ok := d.treeBlockGen(p); ok && !isSuperWrite(off, len(p)) {
 		// done first, then begun: see the top.
 		c := liveCommit{done: d.counters(d.done)}
 		c.begun = d.counters(d.begun)
-		if old, ok := d.commits[sb.Generation]; ok {
+		if old, ok := d.commits[gen]; ok {
 			// Every copy's snapshot bounds the commit: keep the
 			// narrowest bounds. A goroutine may store done for a
 			// change that returned before the commit began while the
@@ -322,14 +322,25 @@ func (d *liveRecorder) WriteAt(p []byte, off int64) (int, error) {
 				c.done[g] = max(c.done[g], old.done[g])
 				c.begun[g] = min(c.begun[g], old.begun[g])
 				if c.done[g] > c.begun[g] && d.bad == nil {
-					d.bad = fmt.Errorf("goroutine %d: the superblock copies of generation %d say that the commit holds at least %d changes and at most %d: a change ran during the commit",
-						g, sb.Generation, c.done[g], c.begun[g])
+					d.bad = fmt.Errorf("goroutine %d: the tree blocks of generation %d say that the commit holds at least %d changes and at most %d: a change ran during the commit",
+						g, gen, c.done[g], c.begun[g])
 				}
 			}
 		}
-		d.commits[sb.Generation] = c
+		d.commits[gen] = c
 	}
 	return n, nil
+}
+
+// treeBlockGen returns the generation of p if it is a tree block of the
+// filesystem (a node-sized write with its fsid; the caller rules out
+// superblocks, which have the same shape): only a commit's critical
+// section writes those.
+func (d *liveRecorder) treeBlockGen(p []byte) (disk.Generation, bool) {
+	if d.nodeSize == 0 || len(p) != d.nodeSize || !bytes.Equal(p[0x20:0x30], d.fsid[:]) {
+		return 0, false
+	}
+	return disk.Generation(binary.LittleEndian.Uint64(p[0x50:])), true
 }
 
 func (d *liveRecorder) Sync() error {
@@ -472,7 +483,9 @@ func runLiveRecorded(t *testing.T, base *crashImage, cfg liveCrashConfig, change
 		t.Fatalf("open for writing: %v", err)
 	}
 	rec.mu.Lock()
-	rec.commits[fsys.Superblock().Generation] = liveCommit{done: make([]int, n), begun: make([]int, n)}
+	sb0 := fsys.Superblock()
+	rec.fsid, rec.nodeSize = sb0.MetadataFSID(), int(sb0.NodeSize)
+	rec.commits[sb0.Generation] = liveCommit{done: make([]int, n), begun: make([]int, n)}
 	rec.mu.Unlock()
 	var wg sync.WaitGroup
 	var failed atomic.Bool

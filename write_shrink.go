@@ -41,7 +41,7 @@ func (fsys *FS) Shrink() (int64, error) {
 // transaction of its own, with w.mu held throughout so no change slips in
 // between.
 func (fsys *FS) shrinkLocked(w *writer) (uint64, error) {
-	if err := fsys.commitLocked(); err != nil {
+	if err := fsys.commitDurableLocked(); err != nil {
 		return 0, err
 	}
 	t, err := w.tfs.Begin()

@@ -92,6 +92,7 @@ func (s *Space) Free(addr, size uint64) error {
 	}
 	g.Used -= size
 	s.pinned.Insert(addr, end)
+	s.fresh.Insert(addr, end)
 	return nil
 }
 
@@ -109,5 +110,35 @@ func (s *Space) Unpin() {
 			a = e
 		}
 	}
-	s.pinned = Extents{}
+	s.pinned, s.fresh = Extents{}, Extents{}
+}
+
+// Seal returns the bytes pinned since the last Seal (or Unpin) and starts
+// a new set: a commit seals what its transaction freed and, once its
+// superblock is durable, gives the set to UnpinSet, while the next
+// transaction's frees collect in the new set.
+func (s *Space) Seal() Extents {
+	e := s.fresh
+	s.fresh = Extents{}
+	return e
+}
+
+// UnpinSet makes the ranges of set (from Seal) allocatable again. Ranges
+// no longer pinned (a later Unpin took them) are skipped.
+func (s *Space) UnpinSet(set Extents) {
+	for p := range set.All() {
+		for a := p.Start; a < p.End; {
+			g := s.Group(a)
+			if g == nil {
+				break
+			}
+			e := min(p.End, g.End())
+			if s.pinned.Contains(a, e) {
+				s.pinned.Remove(a, e)
+				s.fresh.Remove(a, e)
+				g.Free.Insert(a, e)
+			}
+			a = e
+		}
+	}
 }

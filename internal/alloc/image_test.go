@@ -321,3 +321,82 @@ func TestFixturesFill(t *testing.T) {
 		})
 	}
 }
+
+// A commit seals the bytes its transaction freed; while it is on its way
+// to the disk the next transaction frees more. Unpinning the sealed set
+// makes exactly those bytes allocatable, never the later ones, and the
+// free-space-tree view (pinned bytes count as free) does not move.
+func TestSealUnpinSet(t *testing.T) {
+	name := btrfstest.FixtureNames(t)[0]
+	im := loadImage(t, btrfstest.OpenFixture(t, name))
+	s := im.space
+	size := uint64(im.sb.NodeSize)
+	var addrs []uint64
+	for {
+		a, err := s.Alloc(disk.BlockGroupMetadata, size, size)
+		if errors.Is(err, alloc.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) < 4 {
+		t.Fatalf("only %d blocks allocated", len(addrs))
+	}
+	views := func() []alloc.Extents {
+		var out []alloc.Extents
+		for _, g := range s.Groups() {
+			out = append(out, s.FreeSpaceTreeView(g))
+		}
+		return out
+	}
+	half := len(addrs) / 2
+	for _, a := range addrs[:half] {
+		if err := s.Free(a, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed := s.Seal()
+	if got := sealed.Bytes(); got != uint64(half)*size {
+		t.Fatalf("sealed %d bytes, freed %d", got, uint64(half)*size)
+	}
+	for _, a := range addrs[half:] {
+		if err := s.Free(a, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := views()
+	s.UnpinSet(sealed)
+	after := views()
+	for i := range before {
+		if !before[i].Equal(&after[i]) {
+			t.Fatalf("group %d: the free-space-tree view changed when pinned bytes became free", i)
+		}
+	}
+	n := 0
+	for ; ; n++ {
+		a, err := s.Alloc(disk.BlockGroupMetadata, size, size)
+		if err != nil {
+			break
+		}
+		if !sealed.Contains(a, a+size) {
+			t.Fatalf("block %d handed out, but only the sealed set was unpinned", a)
+		}
+	}
+	if n != half {
+		t.Fatalf("after UnpinSet %d blocks fit, sealed %d", n, half)
+	}
+	s.UnpinSet(sealed) // again: already taken, nothing happens
+	s.Unpin()
+	n = 0
+	for ; ; n++ {
+		if _, err := s.Alloc(disk.BlockGroupMetadata, size, size); err != nil {
+			break
+		}
+	}
+	if n != len(addrs)-half {
+		t.Fatalf("after Unpin %d blocks fit, want %d", n, len(addrs)-half)
+	}
+}

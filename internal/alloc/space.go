@@ -32,8 +32,13 @@ func (g *BlockGroup) End() uint64 { return g.Start + g.Length }
 // Space is the free-space model of a whole filesystem: every block group,
 // ordered by start, plus the set of pinned (freed, not yet reusable) bytes.
 type Space struct {
-	groups     []*BlockGroup
-	pinned     Extents
+	groups []*BlockGroup
+	pinned Extents
+	// fresh is the part of pinned freed since the last Seal: the bytes
+	// the transaction being committed freed, reusable once its
+	// superblock is durable (UnpinSet), while a later transaction's
+	// frees stay pinned.
+	fresh      Extents
 	nodesize   uint32
 	sectorsize uint32
 }

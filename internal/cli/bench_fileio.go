@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -34,6 +35,7 @@ type fileioFlags struct {
 	noShortcut, compare, jsonOut bool
 	verify, keepCopy             bool
 	plot                         string
+	cpuProfile                   string
 }
 
 // onOffValue is a sysbench boolean flag: --flag, --flag=on|off (true and
@@ -194,6 +196,21 @@ func (fl *fileioFlags) bind(f *pflag.FlagSet) {
 	f.BoolVar(&fl.verify, "verify", false, "write checkable data and verify every read and every file at the end (slow; the image must be prepared with --verify)")
 	f.BoolVar(&fl.jsonOut, "json", false, "print JSON")
 	f.StringVar(&fl.plot, "plot", "", "write an SVG chart to this file")
+	f.StringVar(&fl.cpuProfile, "cpuprofile", "", "write a CPU profile of the run phase (not the prepare phase) to this file, for go tool pprof")
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned
+// function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // runBenchFileio makes the image if needed, prepares the files, runs and
@@ -222,6 +239,13 @@ func runBenchFileio(cmd *cobra.Command, fl *fileioFlags, cfg fileio.Config) erro
 		cfg.Progress = func(el time.Duration, events int64) {
 			fmt.Fprintf(errw, "\r%s: %ds, %d events ", cfg.Mode, int(el.Seconds()), events)
 		}
+	}
+	if fl.cpuProfile != "" {
+		stop, err := startCPUProfile(fl.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	var runs []fileio.Result
 	if fl.compare {

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/alloc"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -23,26 +26,50 @@ type step struct {
 	run  func() error
 }
 
-// Commit makes the transaction durable: it settles the extent tree, block
-// group items, free-space tree and root items to a fixpoint, writes every
-// new block to every copy and syncs, then writes the superblocks and syncs
-// again, and finally makes the bytes freed in this transaction
-// allocatable. On an error before the superblocks are written the
-// filesystem on disk is unchanged and the transaction is aborted.
-// Preconditions: no tree operation of this transaction runs concurrently.
+// Commit makes the transaction durable: Prepare, then Finish, then the
+// bytes freed in this transaction are allocatable again. On an error
+// before the superblocks are written the filesystem on disk is unchanged
+// and the transaction is aborted. Preconditions: no tree operation of this
+// transaction runs concurrently.
 func (t *Txn) Commit() error {
+	f, err := t.Prepare()
+	if err != nil {
+		return err
+	}
+	if err := f.Finish(); err != nil {
+		return err
+	}
+	t.fs.ReleaseDurable()
+	return nil
+}
+
+// Prepare is the part of a commit that needs the transaction to itself:
+// it settles the extent tree, block group items, free-space tree and root
+// items to a fixpoint, writes every data and tree block to every copy
+// (not synced), and makes the new superblock. Then the transaction has
+// ended and the next may Begin, while Finish makes this one durable: the
+// next reads this one's blocks from the devices, where they already are,
+// and cannot allocate what this one freed until Finish is done and
+// ReleaseDurable has run (docs/design/0009, stage 2). On an error the
+// transaction is aborted and the disk is as the last commit left it.
+func (t *Txn) Prepare() (*Flight, error) {
 	if t.done {
-		return fmt.Errorf("txn: transaction %d already ended", t.gen)
+		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
 	if t.err != nil {
 		err := t.err
 		t.Abort()
-		return err
+		return nil, err
 	}
+	t.fs.ReleaseDurable()
 	var sb disk.Superblock
+	// The data written behind goes out while the bookkeeping runs (it
+	// touches no data); it must be on the devices before they are
+	// synced, so it is waited for before the tree blocks.
+	t.wb.start()
 	pre := []step{
-		{"write data", t.FlushData},
 		{"settle metadata", t.settle},
+		{"write data", t.FlushData},
 		{"write tree blocks", t.writeBlocks},
 		{"prepare superblock", func() (err error) {
 			if sb, err = t.newSuper(); err == nil {
@@ -54,23 +81,124 @@ func (t *Txn) Commit() error {
 	for _, s := range pre {
 		if err := s.run(); err != nil {
 			t.Abort()
-			return fmt.Errorf("commit %d: %s: %w", t.gen, s.name, err)
+			return nil, fmt.Errorf("commit %d: %s: %w", t.gen, s.name, err)
 		}
 	}
 	t.growDevices()
 	t.endGrowth()
 	t.done = true
-	t.fs.running = nil
-	if err := t.fs.writeSupers(&sb); err != nil {
-		// Some superblocks may be new, some old: both commits are
-		// complete on disk, but memory matches neither for sure.
-		t.fs.broken = err
-		return fmt.Errorf("commit %d: write superblocks: %w", t.gen, err)
+	t.wb.discard() // everything staged went out in "write data"; keep the buffers
+	fs := t.fs
+	fs.running = nil
+	f := &Flight{fs: fs, gen: t.gen, sb: sb, devItems: fs.devItemsNow(), pins: fs.space.Seal(), done: make(chan struct{})}
+	fs.flightMu.Lock()
+	f.prev, fs.flight = fs.flight, f
+	fs.flightMu.Unlock()
+	// The next transaction builds on this one: its generation, its roots.
+	fs.sb = sb
+	fs.counters.commits.Add(1)
+	return f, nil
+}
+
+// Flight is a prepared commit on its way to the disk: its blocks are
+// written, its superblock not yet.
+type Flight struct {
+	fs  *FS
+	gen disk.Generation
+	sb  disk.Superblock
+	// devItems are the devices' dev_items as of the commit.
+	devItems map[disk.DevID]disk.DevItem
+	pins     alloc.Extents // the bytes its transaction freed
+	prev     *Flight       // the commit before it, durable first
+
+	once sync.Once
+	done chan struct{} // closed when Finish has run
+	err  error
+}
+
+// Generation is the transaction id of the commit.
+func (f *Flight) Generation() disk.Generation { return f.gen }
+
+// Finish makes the commit durable: the commits before it first, then a
+// sync of every device, the superblocks, and a sync again. It is safe to
+// call from any goroutine and any number of times, also beside a running
+// transaction and beside the next commit's Prepare; every call returns
+// when the commit is durable (or failed), with the same error. A failure
+// leaves the FS broken: some superblocks may be new and some old, and
+// memory matches neither for sure.
+func (f *Flight) Finish() error {
+	f.once.Do(func() {
+		defer close(f.done)
+		if f.prev != nil {
+			if err := f.prev.Finish(); err != nil {
+				f.err = fmt.Errorf("commit %d: an earlier commit failed: %w", f.gen, err)
+				return
+			}
+		}
+		fs := f.fs
+		fs.finishMu.Lock()
+		defer fs.finishMu.Unlock()
+		if err := fs.wr.Sync(); err != nil {
+			f.err = fmt.Errorf("commit %d: sync tree blocks: %w", f.gen, err)
+		} else if err := fs.writeSupers(&f.sb, f.devItems); err != nil {
+			f.err = fmt.Errorf("commit %d: write superblocks: %w", f.gen, err)
+		}
+		fs.flightMu.Lock()
+		defer fs.flightMu.Unlock()
+		if f.err != nil {
+			if fs.broken == nil {
+				fs.broken = f.err
+			}
+			return
+		}
+		fs.durable = append(fs.durable, f.pins)
+		if fs.flight == f {
+			fs.flight = nil
+		}
+		f.prev = nil // let the chain be collected
+	})
+	<-f.done
+	return f.err
+}
+
+// brokenErr is the error that made the FS unusable, or nil.
+func (fs *FS) brokenErr() error {
+	fs.flightMu.Lock()
+	defer fs.flightMu.Unlock()
+	return fs.broken
+}
+
+// setBroken records the first error that makes the FS unusable.
+func (fs *FS) setBroken(err error) {
+	fs.flightMu.Lock()
+	defer fs.flightMu.Unlock()
+	if fs.broken == nil {
+		fs.broken = err
 	}
-	t.fs.sb = sb
-	t.fs.space.Unpin()
-	t.fs.counters.commits.Add(1)
-	return nil
+}
+
+// WaitFlights finishes every prepared commit and returns the first error.
+func (fs *FS) WaitFlights() error {
+	fs.flightMu.Lock()
+	f := fs.flight
+	fs.flightMu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f.Finish()
+}
+
+// ReleaseDurable makes the bytes freed by commits that have finished
+// allocatable. It runs where the free-space model is the caller's alone:
+// at Begin, in Prepare and after Commit.
+func (fs *FS) ReleaseDurable() {
+	fs.flightMu.Lock()
+	sets := fs.durable
+	fs.durable = nil
+	fs.flightMu.Unlock()
+	for _, set := range sets {
+		fs.space.UnpinSet(set)
+	}
 }
 
 // Abort ends the transaction without writing anything: the free-space
@@ -84,8 +212,17 @@ func (t *Txn) Abort() {
 	t.wb.discard()
 	t.closeData()
 	t.dropChunks()
+	// The free-space model is rebuilt from the last commit's extent
+	// tree, which forgets pinned bytes: commits still on their way must
+	// be durable first, or their freed bytes would be handed out early.
+	if err := t.fs.WaitFlights(); err != nil {
+		return
+	}
+	t.fs.flightMu.Lock()
+	t.fs.durable = nil // the rebuilt model has them free already
+	t.fs.flightMu.Unlock()
 	if err := t.fs.loadSpace(); err != nil {
-		t.fs.broken = err
+		t.fs.setBroken(err)
 	}
 }
 

@@ -3,6 +3,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/blockdev"
@@ -38,6 +39,18 @@ type FS struct {
 	broken error
 	// counters are what measurements read (stats.go).
 	counters counters
+	// flightMu protects flight, durable and broken's setting by Finish.
+	flightMu sync.Mutex
+	// flight is the newest prepared commit not yet known durable.
+	flight *Flight
+	// durable are the freed-byte sets of finished commits, for
+	// ReleaseDurable.
+	durable []alloc.Extents
+	// finishMu serialises the superblock writes of Finish.
+	finishMu sync.Mutex
+	// stageBufs are write-behind staging buffers that ended transactions
+	// gave back (writebehind.go).
+	stageBufs sync.Pool
 }
 
 // Open opens the devices of one filesystem read-write and loads what a
@@ -207,12 +220,17 @@ func (fs *FS) Super() disk.Superblock { return fs.sb }
 // Space returns the free-space model (read only; for tests and tools).
 func (fs *FS) Space() *alloc.Space { return fs.space }
 
-// Close closes the devices. A running transaction is aborted.
+// Close closes the devices. A running transaction is aborted; prepared
+// commits are finished first.
 func (fs *FS) Close() error {
 	if fs.running != nil {
 		fs.running.Abort()
 	}
-	return fs.set.Close()
+	err := fs.WaitFlights()
+	if cerr := fs.set.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Set returns the devices the FS writes to. The filesystem layer reads

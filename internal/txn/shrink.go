@@ -492,8 +492,8 @@ func (t *Txn) undoShrink(g *growth) {
 	}
 	for l, it := range g.shrunk.orig {
 		t.fs.chunks.Remove(l)
-		if err := t.fs.chunks.Add(l, &it); err != nil && t.fs.broken == nil {
-			t.fs.broken = fmt.Errorf("txn: restoring chunk %d after abort: %w", l, err)
+		if err := t.fs.chunks.Add(l, &it); err != nil {
+			t.fs.setBroken(fmt.Errorf("txn: restoring chunk %d after abort: %w", l, err))
 		}
 	}
 }

@@ -62,9 +62,10 @@ type Txn struct {
 
 // Begin starts a transaction with generation super generation + 1.
 func (fs *FS) Begin() (*Txn, error) {
-	if fs.broken != nil {
-		return nil, fmt.Errorf("txn: filesystem unusable after failed commit: %w", fs.broken)
+	if err := fs.brokenErr(); err != nil {
+		return nil, fmt.Errorf("txn: filesystem unusable after failed commit: %w", err)
 	}
+	fs.ReleaseDurable()
 	if fs.running != nil {
 		return nil, ErrBusy
 	}
@@ -75,6 +76,7 @@ func (fs *FS) Begin() (*Txn, error) {
 		gone: map[disk.LogicalAddr]bool{}, touched: map[uint64]bool{}}
 	t.tx = ctree.NewTrans(t, t.gen, nil)
 	t.wb.write = fs.wr.WriteLogical
+	t.wb.pool = &fs.stageBufs
 	fs.running = t
 	return t, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // writeBlocks hands every dirty block to Write (which checksums it), then
-// writes each to every copy its chunk has and syncs the devices. Every
+// writes each to every copy its chunk has (Finish syncs them). Every
 // block allocated in this transaction and still live must be among them:
 // the extent tree already says it exists.
 func (t *Txn) writeBlocks() error {
@@ -26,7 +26,7 @@ func (t *Txn) writeBlocks() error {
 			return fmt.Errorf("write tree block %d: %w", a, err)
 		}
 	}
-	return t.fs.wr.Sync()
+	return nil // Flight.Finish syncs before the superblocks
 }
 
 // currentRoot is the root of tree id at the end of the transaction: the
@@ -83,6 +83,15 @@ func (t *Txn) newSuper() (disk.Superblock, error) {
 	return sb, nil
 }
 
+// devItemsNow copies every member's dev_item, for writeSupers.
+func (fs *FS) devItemsNow() map[disk.DevID]disk.DevItem {
+	out := make(map[disk.DevID]disk.DevItem, len(fs.set.Members))
+	for id, m := range fs.set.Members {
+		out[id] = m.Super.DevItem
+	}
+	return out
+}
+
 // backupRoot records the roots of the commit in the backup-root format.
 func (t *Txn) backupRoot(sb *disk.Superblock) disk.BackupRoot {
 	b := disk.BackupRoot{TreeRoot: sb.Root, TreeRootGen: sb.Generation, TreeRootLevel: sb.RootLevel,
@@ -108,7 +117,11 @@ func (t *Txn) backupRoot(sb *disk.Superblock) disk.BackupRoot {
 // between two syncs: the tree blocks must be durable before any
 // superblock points at them, and the commit is only done when the
 // superblocks are durable.
-func (fs *FS) writeSupers(sb *disk.Superblock) error {
+//
+// devItems are each device's dev_item as of the commit (devItemsNow):
+// a later commit's Prepare may change the members' superblocks while
+// this one's are written.
+func (fs *FS) writeSupers(sb *disk.Superblock, devItems map[disk.DevID]disk.DevItem) error {
 	for _, m := range fs.set.Members {
 		if err := m.Device.Sync(); err != nil {
 			return err
@@ -123,7 +136,7 @@ func (fs *FS) writeSupers(sb *disk.Superblock) error {
 			}
 			c := *sb
 			c.Bytenr = off
-			c.DevItem = m.Super.DevItem
+			c.DevItem = devItems[m.DevID()]
 			c.Encode(buf)
 			sb.CsumType.SumBlock(buf)
 			if _, err := m.Device.WriteAt(buf, int64(off)); err != nil {

@@ -34,6 +34,11 @@ const (
 // writeBehind is a Txn's staging of small data writes.
 type writeBehind struct {
 	write func(p []byte, addr disk.LogicalAddr) error
+	// pool keeps staging buffers from one transaction to the next: with
+	// an fsync every few writes a transaction lives a few milliseconds,
+	// and a fresh 4 MiB buffer each time cost more in clearing memory
+	// than the writes themselves (a CPU profile of sysbench-like load).
+	pool *sync.Pool
 
 	mu    sync.Mutex
 	buf   []byte // staged bytes, for addr onwards
@@ -70,6 +75,11 @@ func (wb *writeBehind) stage(p []byte, addr disk.LogicalAddr) error {
 		wb.addr = addr
 		if wb.buf == nil {
 			wb.buf, wb.spare = wb.spare, nil
+		}
+		if wb.buf == nil && wb.pool != nil {
+			if b, ok := wb.pool.Get().(*[]byte); ok {
+				wb.buf = (*b)[:0]
+			}
 		}
 		if wb.buf == nil {
 			wb.buf = make([]byte, 0, stageSize)
@@ -123,6 +133,16 @@ func (wb *writeBehind) drainLocked() error {
 	return wb.err
 }
 
+// start sends what is staged off to be written, without waiting: Commit
+// overlaps that write with its bookkeeping and flushes before it syncs.
+func (wb *writeBehind) start() {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.err == nil && len(wb.buf) > 0 {
+		wb.kickLocked()
+	}
+}
+
 // flush writes everything staged and returns the first error of any
 // write so far.
 func (wb *writeBehind) flush() error {
@@ -131,11 +151,18 @@ func (wb *writeBehind) flush() error {
 	return wb.drainLocked()
 }
 
-// discard waits for the write in flight and drops what is staged.
+// discard waits for the write in flight, drops what is staged and gives
+// the buffers back to the pool.
 func (wb *writeBehind) discard() {
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	wb.landLocked()
+	for _, b := range [][]byte{wb.buf, wb.spare} {
+		if wb.pool != nil && cap(b) == stageSize {
+			b = b[:0]
+			wb.pool.Put(&b)
+		}
+	}
 	wb.buf, wb.spare = nil, nil
 }
 
