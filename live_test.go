@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -386,4 +387,54 @@ func TestOpenFileNumberNotReused(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("read of the removed file: %q, %v; want %v", buf[:n], err, fs.ErrNotExist)
 	}
+}
+
+// TestDirIndexNotReused: an entry removed in one commit leaves its
+// DIR_INDEX unused by the next entry of the directory, made after the
+// commit: the counter carries over as the kernel's in-memory one does,
+// so a directory listing read across the commit (its offsets are
+// DIR_INDEX offsets) neither skips the new entry nor shows it twice.
+func TestDirIndexNotReused(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{
+		func() error { return fsys.Mkdir("d", 0o755) },
+		func() error { return fsys.WriteFile("d/a", nil, 0o644) },
+		func() error { return fsys.WriteFile("d/b", nil, 0o644) },
+		fsys.Commit,
+		func() error { return fsys.Remove("d/b") },
+		fsys.Commit,
+		func() error { return fsys.WriteFile("d/c", nil, 0o644) },
+		fsys.Close,
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "5", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump-tree: %v\n%s", err, out)
+	}
+	// item N key (257 DIR_INDEX 4) ... then, a few lines on, "name: c".
+	index := map[string]string{}
+	last := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		item := strings.HasPrefix(strings.TrimSpace(line), "item ")
+		if i := strings.Index(line, "DIR_INDEX "); i >= 0 && item {
+			last = strings.TrimSuffix(strings.Fields(line[i+len("DIR_INDEX "):])[0], ")")
+		} else if name, ok := strings.CutPrefix(strings.TrimSpace(line), "name: "); ok && last != "" {
+			index[name] = last
+			last = ""
+		} else if item {
+			last = ""
+		}
+	}
+	if index["a"] != "2" || index["c"] != "4" {
+		t.Errorf("DIR_INDEX offsets %v, want a at 2 and c at 4 (3 was b's, removed)", index)
+	}
+	btrfstest.Check(t, []string{img}, false)
 }

@@ -254,6 +254,13 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 			// an open File of the removed one (which reloads its
 			// inode by number) would read the new file.
 			w.cache.ino = prev.ino
+			// DIR_INDEX counters carry over too, as the kernel keeps
+			// them in the in-memory inode: counting again from the
+			// highest index in the tree would hand a removed entry's
+			// index to a new one after a commit, and a directory read
+			// across that commit (an offset into DIR_INDEX order)
+			// could skip the new entry or show one twice.
+			w.cache.index = prev.index
 		}
 		w.began = time.Now()
 	}

@@ -286,8 +286,8 @@ func (c *wctx) newIno() (disk.ObjectID, error) {
 
 // nextIndex returns the DIR_INDEX offset for a new entry of dir: the
 // highest existing one plus one (from 2: 0 and 1 stand for "." and "..")
-// the first time in a transaction, then one more each call, as the
-// kernel counts in memory.
+// the first time since the FS was opened, then one more each call, as
+// the kernel counts in memory.
 func (c *wctx) nextIndex(dir disk.ObjectID) (uint64, error) {
 	key := dirKey{c.tr.Owner(), dir}
 	next, ok := c.cache.index[key]
@@ -314,7 +314,8 @@ type dirKey struct {
 // txCache is what a writer remembers for the running transaction, to
 // spare tree searches: the next inode number of each subvolume and the
 // next DIR_INDEX of each directory used. Each transaction starts it
-// empty but for the inode numbers, which carry over (FS.change).
+// empty but for those two counters, which carry over while the FS is
+// open (FS.change).
 type txCache struct {
 	ino   map[disk.ObjectID]disk.ObjectID
 	index map[dirKey]uint64
