@@ -15,9 +15,26 @@ import (
 // what decompression allocates.
 const maxCompressedRAM = 128 << 10
 
+// dataView is where file bytes and their checksums are read from: the
+// read side's current state (FS.dataView), or a running transaction's
+// for a change that reads file data (wctx.readExtents), which so never
+// re-points the read side in the middle of a change.
+type dataView struct {
+	fsys     *FS
+	blocks   ctree.Reader  // tree blocks, for the csum tree
+	csumRoot ctree.Root    // zero: no csum tree
+	data     logicalReader // file data
+	cache    *extentCache  // decoded compressed extents; nil: none
+}
+
+// dataView is the read side's view; the caller holds the read lock.
+func (fsys *FS) dataView() *dataView {
+	return &dataView{fsys: fsys, blocks: fsys.blocks, csumRoot: fsys.csumRoot, data: fsys.data, cache: fsys.ext}
+}
+
 // readExtent fills dst with the file bytes starting at file offset off,
 // which lie inside extent e.
-func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64, ra *readahead) error {
+func (v *dataView) readExtent(in *inode, e *extent, dst []byte, off uint64, ra *readahead) error {
 	fe := &e.fe
 	rel := off - e.start
 	switch {
@@ -25,7 +42,7 @@ func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64, ra *rea
 		data := fe.InlineData
 		if fe.Compression != disk.CompressNone {
 			var err error
-			if data, err = fsys.decompress(in, e, fe.InlineData, fe.RAMBytes); err != nil {
+			if data, err = v.decompress(in, e, fe.InlineData, fe.RAMBytes); err != nil {
 				return err
 			}
 		}
@@ -39,7 +56,7 @@ func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64, ra *rea
 		clear(dst)
 		return nil
 	case fe.Compression != disk.CompressNone:
-		data, err := fsys.compressedExtent(in, e)
+		data, err := v.compressedExtent(in, e)
 		if err != nil {
 			return err
 		}
@@ -52,9 +69,9 @@ func (fsys *FS) readExtent(in *inode, e *extent, dst []byte, off uint64, ra *rea
 		return nil
 	}
 	if ra != nil && len(dst) < readaheadSize {
-		return fsys.readAhead(in, e, dst, fe.Offset+rel, ra)
+		return v.readAhead(in, e, dst, fe.Offset+rel, ra)
 	}
-	return fsys.readPlain(in, fe, dst, fe.Offset+rel)
+	return v.readPlain(in, fe, dst, fe.Offset+rel)
 }
 
 // readaheadSize is the window a small read of an uncompressed extent
@@ -72,7 +89,8 @@ type readahead struct {
 
 // readAhead serves dst (extent bytes at pos) from the window, refilling it
 // with up to readaheadSize bytes of the extent when dst is outside.
-func (fsys *FS) readAhead(in *inode, e *extent, dst []byte, pos uint64, ra *readahead) error {
+func (v *dataView) readAhead(in *inode, e *extent, dst []byte, pos uint64, ra *readahead) error {
+	fsys := v.fsys
 	fe := &e.fe
 	logical := fe.DiskBytenr + disk.LogicalAddr(pos)
 	ra.mu.Lock()
@@ -91,13 +109,13 @@ func (fsys *FS) readAhead(in *inode, e *extent, dst []byte, pos uint64, ra *read
 		end = (end + ss - 1) / ss * ss
 		b := min(a+readaheadSize, end)
 		if b < uint64(logical)+uint64(len(dst)) {
-			return fsys.readPlain(in, fe, dst, pos)
+			return v.readPlain(in, fe, dst, pos)
 		}
 		if cap(ra.data) < int(b-a) {
 			ra.data = make([]byte, b-a)
 		}
 		ra.data = ra.data[:b-a]
-		if err := fsys.readData(in, ra.data, disk.LogicalAddr(a)); err != nil {
+		if err := v.readData(in, ra.data, disk.LogicalAddr(a)); err != nil {
 			ra.data = ra.data[:0]
 			return err
 		}
@@ -109,7 +127,8 @@ func (fsys *FS) readAhead(in *inode, e *extent, dst []byte, pos uint64, ra *read
 
 // readPlain reads uncompressed extent bytes starting at pos within the
 // extent, reading whole sectors so each can be checked against its csum.
-func (fsys *FS) readPlain(in *inode, fe *disk.FileExtentItem, dst []byte, pos uint64) error {
+func (v *dataView) readPlain(in *inode, fe *disk.FileExtentItem, dst []byte, pos uint64) error {
+	fsys := v.fsys
 	ss := uint64(fsys.sb.SectorSize)
 	logical := uint64(fe.DiskBytenr) + pos
 	a := logical / ss * ss
@@ -120,7 +139,7 @@ func (fsys *FS) readPlain(in *inode, fe *disk.FileExtentItem, dst []byte, pos ui
 	} else {
 		buf = make([]byte, b-a)
 	}
-	if err := fsys.readData(in, buf, disk.LogicalAddr(a)); err != nil {
+	if err := v.readData(in, buf, disk.LogicalAddr(a)); err != nil {
 		return err
 	}
 	if &buf[0] != &dst[0] {
@@ -131,29 +150,31 @@ func (fsys *FS) readPlain(in *inode, fe *disk.FileExtentItem, dst []byte, pos ui
 
 // compressedExtent returns the decoded bytes of a compressed extent,
 // through a small cache so sequential reads decode each extent once.
-func (fsys *FS) compressedExtent(in *inode, e *extent) ([]byte, error) {
+func (v *dataView) compressedExtent(in *inode, e *extent) ([]byte, error) {
+	fsys := v.fsys
 	fe := &e.fe
 	key := extentKey{fe.DiskBytenr, fe.DiskNumBytes}
-	if data := fsys.ext.get(key); data != nil {
+	if data := v.cache.get(key); data != nil {
 		return data, nil
 	}
 	if fe.DiskNumBytes == 0 || fe.DiskNumBytes > maxCompressedRAM || fe.DiskNumBytes%uint64(fsys.sb.SectorSize) != 0 {
 		return nil, fsys.extentCorrupt(in, e, fmt.Sprintf("compressed extent of %d bytes on disk", fe.DiskNumBytes))
 	}
 	raw := make([]byte, fe.DiskNumBytes)
-	if err := fsys.readData(in, raw, fe.DiskBytenr); err != nil {
+	if err := v.readData(in, raw, fe.DiskBytenr); err != nil {
 		return nil, err
 	}
-	data, err := fsys.decompress(in, e, raw, fe.RAMBytes)
+	data, err := v.decompress(in, e, raw, fe.RAMBytes)
 	if err != nil {
 		return nil, err
 	}
-	fsys.ext.put(key, data)
+	v.cache.put(key, data)
 	return data, nil
 }
 
 // decompress decodes src into ram bytes.
-func (fsys *FS) decompress(in *inode, e *extent, src []byte, ram uint64) ([]byte, error) {
+func (v *dataView) decompress(in *inode, e *extent, src []byte, ram uint64) ([]byte, error) {
+	fsys := v.fsys
 	if ram > maxCompressedRAM {
 		return nil, fsys.extentCorrupt(in, e, fmt.Sprintf("compressed extent holds %d bytes", ram))
 	}
@@ -172,12 +193,13 @@ func (fsys *FS) extentCorrupt(in *inode, e *extent, what string) error {
 // readData reads sector-aligned data at logical into buf, verifying every
 // sector against the csum tree unless the inode is NODATASUM, and falling
 // back to other copies on a mismatch.
-func (fsys *FS) readData(in *inode, buf []byte, logical disk.LogicalAddr) error {
-	if in.item.Flags&disk.InodeNoDataSum != 0 || fsys.opts.NoDataChecksums || fsys.csumRoot.Addr == 0 {
-		return fsys.data.ReadLogical(buf, logical, nil)
+func (v *dataView) readData(in *inode, buf []byte, logical disk.LogicalAddr) error {
+	fsys := v.fsys
+	if in.item.Flags&disk.InodeNoDataSum != 0 || fsys.opts.NoDataChecksums || v.csumRoot.Addr == 0 {
+		return v.data.ReadLogical(buf, logical, nil)
 	}
 	ss := uint64(fsys.sb.SectorSize)
-	sums, err := fsys.csums(logical, uint64(len(buf))/ss)
+	sums, err := v.csums(logical, uint64(len(buf))/ss)
 	if err != nil {
 		return err
 	}
@@ -195,7 +217,7 @@ func (fsys *FS) readData(in *inode, buf []byte, logical disk.LogicalAddr) error 
 		}
 		return true
 	}
-	if err := fsys.data.ReadLogical(buf, logical, verify); err != nil {
+	if err := v.data.ReadLogical(buf, logical, verify); err != nil {
 		return &DataError{Subvolume: uint64(in.sv.id), Ino: uint64(in.ino), Logical: logical, Bad: bad, Err: err}
 	}
 	return nil
@@ -204,11 +226,12 @@ func (fsys *FS) readData(in *inode, buf []byte, logical disk.LogicalAddr) error 
 // csums returns the checksums of n sectors starting at logical, from the
 // csum tree. A sector without a checksum is corruption (the kernel's
 // "csum hole found").
-func (fsys *FS) csums(logical disk.LogicalAddr, n uint64) ([]byte, error) {
+func (v *dataView) csums(logical disk.LogicalAddr, n uint64) ([]byte, error) {
+	fsys := v.fsys
 	ss := uint64(fsys.sb.SectorSize)
 	csize := uint64(fsys.sb.CsumType.Size())
 	out := make([]byte, 0, n*csize)
-	c := ctree.NewCursor(fsys.blocks, fsys.csumRoot)
+	c := ctree.NewCursor(v.blocks, v.csumRoot)
 	pos := uint64(logical)
 	end := pos + n*ss
 	ok, err := c.SeekLE(disk.Key{ObjectID: disk.ExtentCsumObjectID, Type: disk.ExtentCsumKey, Offset: pos})

@@ -34,6 +34,9 @@ func newExtentCache(maxBytes int) *extentCache {
 }
 
 func (c *extentCache) get(k extentKey) []byte {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.index[k]; ok {
@@ -44,6 +47,9 @@ func (c *extentCache) get(k extentKey) []byte {
 }
 
 func (c *extentCache) put(k extentKey, data []byte) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.index[k]; ok {

@@ -151,6 +151,7 @@ func (f *File) readAt(st *fileState, p []byte, off uint64) error {
 		return err
 	}
 	i := findExtent(exts, off)
+	v := f.fsys.dataView()
 	for len(p) > 0 {
 		if i >= len(exts) || exts[i].start >= off+uint64(len(p)) {
 			clear(p) // a hole up to the end of the request
@@ -163,7 +164,7 @@ func (f *File) readAt(st *fileState, p []byte, off uint64) error {
 			p, off = p[n:], e.start
 		}
 		n := min(uint64(len(p)), e.start+e.length-off)
-		if err := f.fsys.readExtent(st.in, e, p[:n], off, &f.ra); err != nil {
+		if err := v.readExtent(st.in, e, p[:n], off, &f.ra); err != nil {
 			return err
 		}
 		p, off = p[n:], off+n

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"math"
+	"slices"
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/chunk"
@@ -473,22 +474,46 @@ func (c *wctx) readFile(in *winode, off uint64, dst []byte) error {
 	return c.readExtents(in, exts, off, dst)
 }
 
+// dataView reads file data as the running transaction has it, this very
+// change's blocks so far included (it may have changed the csum tree):
+// tree blocks through the transaction's table, the csum tree from its
+// current root, data through the transaction (chunks it added, data it
+// holds back). The read side is left as it is: it moves to the
+// transaction only between whole changes (showTxn). Decoded compressed
+// extents are not cached: an address this transaction freed and took
+// again holds other data than the cache may have.
+func (c *wctx) dataView() (*dataView, error) {
+	fsys := c.fsys
+	// The csum tree as this transaction has it if it opened it, else
+	// as the read side has it (the last commit's: nothing changed it).
+	csumRoot := fsys.csumRoot
+	if slices.Contains(c.t.OpenedTrees(), disk.CsumTreeObjectID) {
+		tr, err := c.t.Tree(disk.CsumTreeObjectID)
+		if err != nil {
+			return nil, err
+		}
+		csumRoot = tr.Root()
+	}
+	base := fsys.data
+	if cur, ok := base.(*txnDataReader); ok {
+		base = cur.base
+	}
+	return &dataView{fsys: fsys, blocks: &txBlocks{base: fsys.br, tx: c.t.Trans()}, csumRoot: csumRoot,
+		data: &txnDataReader{base: base, t: c.t}}, nil
+}
+
 // readExtents fills dst with the file bytes at off from exts (which
 // cover whatever of the range holds data); gaps read as zeros. Data goes
 // through the read path, checksums verified.
 func (c *wctx) readExtents(in *winode, exts []extent, off uint64, dst []byte) error {
-	fsys := c.fsys
-	// The read side must see this change's blocks so far (the csum tree
-	// may have been changed by this very change).
-	if err := fsys.showTxn(c.t); err != nil {
-		return err
-	}
-	clear(dst)
-	sv, err := fsys.subvolume(in.tr.Owner())
+	v, err := c.dataView()
 	if err != nil {
 		return err
 	}
-	rin := &inode{sv: sv, ino: in.ino, item: in.item}
+	clear(dst)
+	// The inode as the data readers know it: its flags (NODATASUM) and,
+	// for error messages, its subvolume id.
+	rin := &inode{sv: &subvol{id: in.tr.Owner()}, ino: in.ino, item: in.item}
 	end := off + uint64(len(dst))
 	for i := range exts {
 		e := &exts[i]
@@ -496,7 +521,7 @@ func (c *wctx) readExtents(in *winode, exts []extent, off uint64, dst []byte) er
 		if lo >= hi {
 			continue
 		}
-		if err := fsys.readExtent(rin, e, dst[lo-off:hi-off], lo, nil); err != nil {
+		if err := v.readExtent(rin, e, dst[lo-off:hi-off], lo, nil); err != nil {
 			return err
 		}
 	}
