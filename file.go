@@ -28,6 +28,12 @@ type File struct {
 
 	ra readahead
 
+	// pol is the data policy (checksums, compression) the file's last
+	// write met, so the next WriteAt can checksum and compress its data
+	// before it takes the FS lock (file_write.go); nil until one write
+	// has run. A stale guess costs only the work: the write checks it.
+	pol atomic.Pointer[dataPolicy]
+
 	mu      sync.Mutex // guards off and dirPos
 	off     int64
 	dirPos  uint64 // last DIR_INDEX returned by ReadDir

@@ -17,7 +17,22 @@ import (
 // with fs.ErrNotExist.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	sv, ino := f.identity()
-	return f.fsys.writeAtFound(f.name, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, p, off, nil, nil)
+	// Checksums and compression are computed here, before the change
+	// takes the FS lock, so writes to different files overlap them
+	// (docs/design/0009): under the policy the file's last write met,
+	// for a write of whole sectors (the prepared pieces only serve a
+	// write with the alignment and policy they were made for).
+	var pd *PreparedData
+	if pol := f.pol.Load(); pol != nil && f.fsys.w != nil && pol.ss > 0 &&
+		uint64(len(p)) >= pol.ss && uint64(off)%pol.ss == 0 && uint64(len(p))%pol.ss == 0 {
+		pd, _ = f.fsys.prepareWith(p, *pol) // on error, the change does it all
+	}
+	var after dataPolicy
+	n, err := f.fsys.writeAtFound(f.name, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, p, off, pd, &after)
+	if err == nil && after.ss > 0 {
+		f.pol.Store(&after)
+	}
+	return n, err
 }
 
 // Truncate sets the size of the open regular file, as ftruncate(2): like

@@ -87,3 +87,55 @@ func TestFileWriteByInode(t *testing.T) {
 	}
 	btrfstest.Unmount(t, dir)
 }
+
+// TestFileWritePrepared: File.WriteAt checksums and compresses whole
+// sectors before it takes the FS lock, under the policy the file's last
+// write met. Writes of every shape (aligned, unaligned, after the file
+// became NOCOMPRESS, so the guessed policy is stale) must land as written:
+// btrfs check with data checksums and the kernel's read agree.
+func TestFileWritePrepared(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1, Compress: "zstd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	if err := fsys.WriteFile("f", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.OpenFile("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 0, 1<<20)
+	put := func(p []byte, off int) {
+		t.Helper()
+		if n, err := f.WriteAt(p, int64(off)); err != nil || n != len(p) {
+			t.Fatalf("WriteAt %d bytes at %d: %d, %v", len(p), off, n, err)
+		}
+		if end := off + len(p); end > len(want) {
+			want = want[:end]
+		}
+		copy(want[off:], p)
+	}
+	text := bytes.Repeat([]byte("compressible text, many times over. "), 2000) // 72000 bytes
+	put(text[:8192], 0)                                                        // the first write learns the policy
+	put(text[:65536], 8192)                                                    // prepared outside the lock, compressed
+	put(text[:5000], 70000)                                                    // unaligned: done under the lock
+	put(text[:16384], 73728)                                                   // aligned again
+	const noCompress = 1 << 3                                                  // the btrfs inode flag NOCOMPRESS
+	if err := fsys.SetInodeFlags("f", noCompress, 0); err != nil {
+		t.Fatal(err)
+	}
+	put(text[:32768], 90112) // the guessed policy is stale: the write redoes it
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	dir := btrfstest.Mount(t, "ro", img)
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || !bytes.Equal(b, want) {
+		t.Errorf("the kernel reads f: %d bytes (want %d), %v", len(b), len(want), err)
+	}
+	btrfstest.Unmount(t, dir)
+}
