@@ -48,6 +48,9 @@ type FS struct {
 	durable []alloc.Extents
 	// finishMu serialises the superblock writes of Finish.
 	finishMu sync.Mutex
+	// runBuf gathers consecutive tree blocks for one write (writeBlocks,
+	// run by Prepare alone).
+	runBuf []byte
 	// stageBufs are write-behind staging buffers that ended transactions
 	// gave back (writebehind.go).
 	stageBufs sync.Pool

@@ -18,13 +18,36 @@ func (t *Txn) writeBlocks() error {
 	if len(t.pending) != len(t.live) {
 		return fmt.Errorf("txn: %d blocks to write but %d live new blocks", len(t.pending), len(t.live))
 	}
-	for _, a := range sortedAddrs(t.pending) {
-		if _, ok := t.live[a]; !ok {
-			return fmt.Errorf("txn: block %d written but not live", a)
+	// Blocks at consecutive addresses go out in one write per copy (up
+	// to maxRun bytes): a commit's blocks are mostly allocated in a row.
+	const maxRun = 1 << 20
+	ns := int(t.fs.sb.NodeSize)
+	addrs := sortedAddrs(t.pending)
+	for i := 0; i < len(addrs); {
+		if _, ok := t.live[addrs[i]]; !ok {
+			return fmt.Errorf("txn: block %d written but not live", addrs[i])
 		}
-		if err := t.fs.wr.WriteLogical(t.pending[a], a); err != nil {
-			return fmt.Errorf("write tree block %d: %w", a, err)
+		j := i + 1
+		for j < len(addrs) && addrs[j] == addrs[j-1]+disk.LogicalAddr(ns) && (j-i+1)*ns <= maxRun {
+			if _, ok := t.live[addrs[j]]; !ok {
+				return fmt.Errorf("txn: block %d written but not live", addrs[j])
+			}
+			j++
 		}
+		run := t.pending[addrs[i]]
+		if j-i > 1 {
+			if cap(t.fs.runBuf) < (j-i)*ns {
+				t.fs.runBuf = make([]byte, maxRun)
+			}
+			run = t.fs.runBuf[:(j-i)*ns]
+			for k := i; k < j; k++ {
+				copy(run[(k-i)*ns:], t.pending[addrs[k]])
+			}
+		}
+		if err := t.fs.wr.WriteLogical(run, addrs[i]); err != nil {
+			return fmt.Errorf("write tree blocks %d to %d: %w", addrs[i], addrs[j-1], err)
+		}
+		i = j
 	}
 	return nil // Flight.Finish syncs before the superblocks
 }
