@@ -1,0 +1,243 @@
+//go:build linux
+
+package fuse
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+// node is one inode as go-fuse knows it. It keeps no copy of the inode:
+// every request finds it again by path, which go-fuse's tree of nodes
+// gives (it follows renames), since the btrfs API is by path. Open files
+// are the exception: a handle holds a btrfs.File, which finds its inode
+// by number, as a file descriptor does.
+type node struct {
+	fs.Inode
+	m *mount // immutable
+
+	mu sync.Mutex
+	// handles are the node's open files, for fstat of a file whose
+	// last name went. Protected by mu.
+	handles map[*handle]struct{}
+	// last is the inode as last seen, what fstat reports (with no
+	// links) once no name and no handle can reach it. Protected by mu.
+	last *btrfs.Stat
+	// orphan is the path in the orphan directory that keeps the inode
+	// alive while open after its last name went; "" when it has a
+	// name. Protected by mu.
+	orphan string
+}
+
+var (
+	_ fs.NodeLookuper    = (*node)(nil)
+	_ fs.NodeGetattrer   = (*node)(nil)
+	_ fs.NodeReaddirer   = (*node)(nil)
+	_ fs.NodeReadlinker  = (*node)(nil)
+	_ fs.NodeGetxattrer  = (*node)(nil)
+	_ fs.NodeListxattrer = (*node)(nil)
+	_ fs.NodeStatfser    = (*node)(nil)
+	_ fs.NodeOpener      = (*node)(nil)
+)
+
+// path is the node's path in the btrfs.FS.
+func (n *node) path() string {
+	return n.m.path(n.Path(n.m.root.EmbeddedInode()))
+}
+
+// child is the btrfs path of name in directory n.
+func (n *node) child(name string) string {
+	p := n.path()
+	if p == "." {
+		return name
+	}
+	return p + "/" + name
+}
+
+// remember records st as the node's last known attributes.
+func (n *node) remember(st *btrfs.Stat) {
+	n.mu.Lock()
+	n.last = st
+	n.mu.Unlock()
+}
+
+// stat describes the node: by path, or, for a file that lost its last
+// name while open, through its handles or as last seen.
+func (n *node) stat() (*btrfs.Stat, syscall.Errno) {
+	st, errno := n.m.lstat(n.path())
+	if errno == 0 {
+		n.remember(st)
+		return st, 0
+	}
+	if errno != syscall.ENOENT {
+		return nil, errno
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for h := range n.handles {
+		if fi, err := h.f.Stat(); err == nil {
+			if s, ok := fi.Sys().(*btrfs.Stat); ok {
+				n.last = s
+				return s, 0
+			}
+		}
+	}
+	if n.last != nil && len(n.handles) > 0 {
+		s := *n.last
+		s.Nlink = 0
+		return &s, 0
+	}
+	return nil, errno
+}
+
+// newChild returns the node of the inode st describes, making it if
+// go-fuse does not know it yet (a hard link's other name finds the same).
+func (n *node) newChild(ctx context.Context, st *btrfs.Stat) *fs.Inode {
+	ch := &node{m: n.m, last: st}
+	return n.NewInode(ctx, ch, n.m.stable(st))
+}
+
+// Lookup finds name in directory n.
+func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.m.hidden(n, name) {
+		return nil, syscall.ENOENT
+	}
+	st, errno := n.m.lstat(n.child(name))
+	if errno != 0 {
+		return nil, errno
+	}
+	n.m.fillAttr(st, &out.Attr)
+	return n.newChild(ctx, st), 0
+}
+
+// Getattr is stat(2).
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		if st, errno := h.stat(); errno == 0 {
+			n.m.fillAttr(st, &out.Attr)
+			return 0
+		}
+	}
+	st, errno := n.stat()
+	if errno != 0 {
+		return errno
+	}
+	n.m.fillAttr(st, &out.Attr)
+	return 0
+}
+
+// Readdir lists directory n in the kernel's order (DIR_INDEX, creation
+// order), with each entry's inode number.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	f, err := n.m.fsys.OpenFile(n.path())
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	// The kernel's btrfs lists "." and ".." first (dir_emit_dots); FUSE
+	// shows what the filesystem lists.
+	self := n.StableAttr().Ino
+	up := self
+	if _, p := n.Parent(); p != nil {
+		up = p.StableAttr().Ino
+	}
+	list := make([]gofuse.DirEntry, 0, len(ents)+2)
+	list = append(list, gofuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self},
+		gofuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: up})
+	for _, e := range ents {
+		if n.m.hidden(n, e.Name()) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			// Removed since the listing was read: as if read before.
+			continue
+		}
+		st, ok := fi.Sys().(*btrfs.Stat)
+		if !ok {
+			continue
+		}
+		list = append(list, gofuse.DirEntry{Name: e.Name(), Mode: st.Mode, Ino: n.m.inos.ino(st.Subvolume, st.Ino)})
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+// Readlink returns a symlink's target.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	t, err := n.m.fsys.ReadLink(n.path())
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return []byte(t), 0
+}
+
+// Getxattr copies one attribute into dest, or says how big it is.
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	v, err := n.m.fsys.Getxattr(n.path(), attr)
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// Listxattr lists the attribute names, each ending in a NUL.
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	xs, err := n.m.fsys.Xattrs(n.path())
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	var buf []byte
+	for _, x := range xs {
+		buf = append(buf, x.Name...)
+		buf = append(buf, 0)
+	}
+	if len(dest) < len(buf) {
+		return uint32(len(buf)), syscall.ERANGE
+	}
+	return uint32(copy(dest, buf)), 0
+}
+
+// Statfs reports the filesystem's size and free space. Free space is the
+// superblock's total less its bytes used, as `df` on the kernel's mount
+// shows it for a single-profile filesystem; btrfs has no inode limit, so
+// the inode counts are 0, as the kernel reports them.
+func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno {
+	total, used, err := n.m.space()
+	if err != nil {
+		return toErrno(err)
+	}
+	bs := uint64(n.m.bsize)
+	out.Bsize = n.m.bsize
+	out.Frsize = n.m.bsize
+	out.NameLen = 255
+	out.Blocks = total / bs
+	free := uint64(0)
+	if total > used {
+		free = (total - used) / bs
+	}
+	out.Bfree = free
+	out.Bavail = free
+	return 0
+}
+
+// space returns the filesystem's total and used bytes.
+func (m *mount) space() (total, used uint64, err error) {
+	info, err := m.fsys.Info()
+	if err != nil {
+		return 0, 0, err
+	}
+	return info.TotalBytes, info.BytesUsed, nil
+}
