@@ -78,15 +78,9 @@ func (h *handle) stat() (*btrfs.Stat, syscall.Errno) {
 		return nil, syscall.EIO
 	}
 	h.n.mu.Lock()
+	defer h.n.mu.Unlock()
 	h.n.last = st
-	if h.n.orphan != "" && st.Nlink > 0 {
-		// Its last name went; the orphan directory's does not count.
-		c := *st
-		c.Nlink--
-		st = &c
-	}
-	h.n.mu.Unlock()
-	return st, 0
+	return h.n.unorphaned(st), 0
 }
 
 // Getattr is fstat(2).

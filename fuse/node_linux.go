@@ -46,8 +46,20 @@ var (
 	_ fs.NodeOpener      = (*node)(nil)
 )
 
-// path is the node's path in the btrfs.FS.
+// path is the node's path in the btrfs.FS: where go-fuse's tree puts it,
+// or, for a file whose last name went while open (or an O_TMPFILE file),
+// its name in the orphan directory.
 func (n *node) path() string {
+	if n != n.m.root {
+		if _, parent := n.Parent(); parent == nil {
+			n.mu.Lock()
+			o := n.orphan
+			n.mu.Unlock()
+			if o != "" {
+				return o
+			}
+		}
+	}
 	return n.m.path(n.Path(n.m.root.EmbeddedInode()))
 }
 
@@ -67,33 +79,35 @@ func (n *node) remember(st *btrfs.Stat) {
 	n.mu.Unlock()
 }
 
-// stat describes the node: by path, or, for a file that lost its last
-// name while open, through its handles or as last seen.
+// stat describes the node. An inode without names (removed while the
+// kernel still holds it: an open file or directory) is shown as last
+// seen, with no links, as fstat on the kernel's btrfs shows it.
 func (n *node) stat() (*btrfs.Stat, syscall.Errno) {
 	st, errno := n.m.lstat(n.path())
-	if errno == 0 {
-		n.remember(st)
-		return st, 0
-	}
-	if errno != syscall.ENOENT {
-		return nil, errno
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for h := range n.handles {
-		if fi, err := h.f.Stat(); err == nil {
-			if s, ok := fi.Sys().(*btrfs.Stat); ok {
-				n.last = s
-				return s, 0
-			}
-		}
-	}
-	if n.last != nil && len(n.handles) > 0 {
+	switch {
+	case errno == 0:
+		n.last = st
+		return n.unorphaned(st), 0
+	case errno == syscall.ENOENT && n.last != nil:
 		s := *n.last
 		s.Nlink = 0
 		return &s, 0
 	}
 	return nil, errno
+}
+
+// unorphaned is st without the orphan directory's name in its link count.
+//
+// Preconditions: n.mu is held.
+func (n *node) unorphaned(st *btrfs.Stat) *btrfs.Stat {
+	if n.orphan == "" || st.Nlink == 0 {
+		return st
+	}
+	c := *st
+	c.Nlink--
+	return &c
 }
 
 // newChild returns the node of the inode st describes, making it if

@@ -3,9 +3,15 @@
 package fuse
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/gobtrfs/btrfs"
 )
 
 // An open file whose last name is removed (unlink, or a rename over it)
@@ -89,4 +95,36 @@ func (m *mount) clearOrphans() error {
 		return nil
 	}
 	return m.fsys.RemoveAll(m.orphanDir())
+}
+
+// Tmpfile is open(2) with O_TMPFILE: a new file with no name but one in
+// the orphan directory, which goes at the last close unless linkat(2)
+// gave it one meanwhile.
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.m.ro {
+		return nil, nil, 0, syscall.EROFS
+	}
+	dir := n.m.orphanDir()
+	if err := n.m.fsys.Mkdir(dir, 0o700); err != nil && toErrno(err) != syscall.EEXIST {
+		return nil, nil, 0, toErrno(err)
+	}
+	p := fmt.Sprintf("%s/tmpfile.%d", dir, orphanSeq.Add(1))
+	if err := n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	ch, errno := n.made(ctx, p, syscall.S_IFREG|mode&0o7777, out)
+	if errno != 0 {
+		_ = n.m.fsys.Remove(p)
+		return nil, nil, 0, errno
+	}
+	cn := ch.Operations().(*node)
+	cn.mu.Lock()
+	cn.orphan = p
+	cn.mu.Unlock()
+	out.Attr.Nlink = 0
+	f, err := n.m.fsys.OpenFile(p)
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	return ch, cn.open(f, true), gofuse.FOPEN_KEEP_CACHE, 0
 }
