@@ -57,8 +57,8 @@ func (m *mount) keepOrphan(ch *node, name string) bool {
 		// opened through handles.
 		return false
 	}
-	dir := m.orphanDir()
-	if err := m.fsys.Mkdir(dir, 0o700); err != nil && toErrno(err) != syscall.EEXIST {
+	dir, err := m.makeOrphanDir()
+	if err != nil {
 		return false
 	}
 	target := fmt.Sprintf("%s/%d.%d.%d", dir, st.Subvolume, st.Ino, orphanSeq.Add(1))
@@ -86,6 +86,35 @@ func (m *mount) dropOrphan(n *node) {
 	}
 }
 
+// makeOrphanDir makes the orphan directory unless it exists and returns
+// its path.
+func (m *mount) makeOrphanDir() (string, error) {
+	dir := m.orphanDir()
+	if _, err := m.fsys.Lstat(dir); err == nil {
+		return dir, nil
+	}
+	err := m.keepTimes(func() error { return m.fsys.Mkdir(dir, 0o700) })
+	if err != nil && toErrno(err) != syscall.EEXIST {
+		return "", err
+	}
+	return dir, nil
+}
+
+// keepTimes runs fn, a change of the orphan directory's entry, and puts
+// back the access and modification times of the directory holding it:
+// the directory is the mount's business, not the user's, and the kernel's
+// orphan items change no directory either.
+func (m *mount) keepTimes(fn func() error) error {
+	st, errno := m.lstat(m.prefix)
+	if err := fn(); err != nil {
+		return err
+	}
+	if errno != 0 {
+		return nil
+	}
+	return m.fsys.Chtimes(m.prefix, st.Atime, st.Mtime)
+}
+
 // clearOrphans removes the orphan directory and what a crash left in it.
 func (m *mount) clearOrphans() error {
 	if m.ro {
@@ -94,7 +123,7 @@ func (m *mount) clearOrphans() error {
 	if _, err := m.fsys.Lstat(m.orphanDir()); err != nil {
 		return nil
 	}
-	return m.fsys.RemoveAll(m.orphanDir())
+	return m.keepTimes(func() error { return m.fsys.RemoveAll(m.orphanDir()) })
 }
 
 // Tmpfile is open(2) with O_TMPFILE: a new file with no name but one in
