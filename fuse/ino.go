@@ -13,8 +13,8 @@ import "sync"
 // and cannot meet a number of the shown subvolume (btrfs hands out
 // numbers from 256 upwards; none reaches 2^63). The rare inode that does
 // not fit (a subvolume id of 2^23 or more, an inode number of 2^40 or
-// more) gets a number from a table, counted down from 2^63-1, kept for
-// the life of the mount.
+// more) gets a number from a table, counted down from 2^63-3 (the two
+// above are the control directory's), kept for the life of the mount.
 type inoMap struct {
 	root uint64 // the subvolume shown at the mount point; immutable
 
@@ -45,7 +45,7 @@ func (m *inoMap) ino(subvol, ino uint64) uint64 {
 	}
 	if m.far == nil {
 		m.far = map[[2]uint64]uint64{}
-		m.next = inoSubvolFlag - 1
+		m.next = inoSubvolFlag - 3
 	}
 	n := m.next
 	m.next--

@@ -122,6 +122,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if n.m.hidden(n, name) {
 		return nil, syscall.ENOENT
 	}
+	if n == n.m.root && name == controlDirName && n.m.opts.Stats {
+		return n.control(ctx, out), 0
+	}
 	st, errno := n.m.lstat(n.child(name))
 	if errno != 0 {
 		return nil, errno

@@ -42,6 +42,10 @@ type Options struct {
 	// the NODATASUM or NODATACOW (which brings NODATASUM) inode flag, as
 	// the nodatasum and nodatacow mount options do for the kernel.
 	NoDataSum, NoDataCow bool
+	// Stats adds the hidden control directory .gobtrfs at the top of
+	// the mount, whose file "counters" reads as the live filesystem's
+	// write counters in JSON (control_linux.go).
+	Stats bool
 	// Debug logs every FUSE request and reply.
 	Debug bool
 	// Logger receives go-fuse's diagnostics and Debug's log; nil means

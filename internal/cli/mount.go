@@ -32,6 +32,7 @@ func newMountCommand() *cobra.Command {
 		options    []string
 		background bool
 		debug      bool
+		stats      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-o OPTIONS] [-d DEVICE]... IMAGE|DEVICE MOUNTPOINT",
@@ -50,7 +51,8 @@ FUSE's allow_other and default_permissions. ro opens the image read-only,
 which also works for images whose features gobtrfs cannot write.
 
 SIGUSR1 prints the write counters (commits, bytes, per-tree B-tree
-counters) as JSON to standard error.`,
+counters) as JSON to standard error; with --stats they also read from
+MOUNTPOINT/.gobtrfs/counters, a directory no listing shows.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bo, mo, err := fuse.ParseOptions(strings.Join(options, ","))
@@ -58,6 +60,7 @@ counters) as JSON to standard error.`,
 				return usageError{err}
 			}
 			mo.Debug = mo.Debug || debug
+			mo.Stats = stats
 			if background && os.Getenv(readyFDEnv) == "" {
 				return mountBackground(cmd)
 			}
@@ -68,6 +71,7 @@ counters) as JSON to standard error.`,
 	cmd.Flags().StringArrayVarP(&options, "options", "o", nil, "mount options, comma separated (repeatable)")
 	cmd.Flags().BoolVar(&background, "background", false, "return once mounted and serve from a detached process")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every FUSE request to standard error")
+	cmd.Flags().BoolVar(&stats, "stats", false, "add MOUNTPOINT/.gobtrfs/counters (hidden): the write counters as JSON")
 	return cmd
 }
 
