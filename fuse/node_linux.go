@@ -33,7 +33,17 @@ type node struct {
 	// alive while open after its last name went; "" when it has a
 	// name. Protected by mu.
 	orphan string
+	// noCaps records that the inode has no security.capability
+	// attribute, the one the kernel asks for before every write (to
+	// drop file capabilities, file_remove_privs). Asking btrfs each
+	// time would cost a path walk per write(2); the mount is the only
+	// writer, so the answer stays true until Setxattr of that name,
+	// here, on this node (hard links share it). Protected by mu.
+	noCaps bool
 }
+
+// capsAttr is the attribute whose absence node.noCaps caches.
+const capsAttr = "security.capability"
 
 var (
 	_ fs.NodeLookuper    = (*node)(nil)
@@ -200,9 +210,23 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 // Getxattr copies one attribute into dest, or says how big it is.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr == capsAttr {
+		n.mu.Lock()
+		none := n.noCaps
+		n.mu.Unlock()
+		if none {
+			return 0, syscall.ENODATA
+		}
+	}
 	v, err := n.m.fsys.Getxattr(n.path(), attr)
 	if err != nil {
-		return 0, toErrno(err)
+		errno := toErrno(err)
+		if attr == capsAttr && errno == syscall.ENODATA {
+			n.mu.Lock()
+			n.noCaps = true
+			n.mu.Unlock()
+		}
+		return 0, errno
 	}
 	if len(dest) < len(v) {
 		return uint32(len(v)), syscall.ERANGE

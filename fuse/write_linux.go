@@ -321,6 +321,11 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return syscall.EROFS
 	}
 	p := n.path()
+	if attr == capsAttr {
+		n.mu.Lock()
+		n.noCaps = false
+		n.mu.Unlock()
+	}
 	if flags&(xattrCreate|xattrReplace) != 0 {
 		_, err := n.m.fsys.Getxattr(p, attr)
 		exists := err == nil
