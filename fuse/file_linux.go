@@ -42,15 +42,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if write && n.m.ro {
 		return nil, 0, syscall.EROFS
 	}
+	// O_TRUNC came before as a SETATTR of the size: the mount does not
+	// take FUSE_ATOMIC_O_TRUNC.
 	f, err := n.m.fsys.OpenFile(n.path())
 	if err != nil {
 		return nil, 0, toErrno(err)
-	}
-	if write && flags&syscall.O_TRUNC != 0 {
-		if err := f.Truncate(0); err != nil {
-			f.Close()
-			return nil, 0, toErrno(err)
-		}
 	}
 	return n.open(f, write), gofuse.FOPEN_KEEP_CACHE, 0
 }

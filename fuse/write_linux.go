@@ -220,17 +220,31 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	default:
 		return syscall.EINVAL
 	}
+	var kept *node
 	if ch := np.GetChild(newName); ch != nil {
 		// The target's inode loses this name; if it is an open file
 		// with no other, keep it for its handles. The rename then
 		// finds no target.
 		if cn, ok := ch.Operations().(*node); ok {
-			if src := n.GetChild(name); src == nil || src != ch {
-				n.m.keepOrphan(cn, to)
+			if src := n.GetChild(name); (src == nil || src != ch) && n.m.keepOrphan(cn, to) {
+				kept = cn
 			}
 		}
 	}
-	return toErrno(n.m.fsys.Rename(from, to))
+	err := n.m.fsys.Rename(from, to)
+	if err != nil && kept != nil {
+		// The kernel checked the kinds, so this is rare (no space, a
+		// pinned source): put the target back where it was.
+		kept.mu.Lock()
+		o := kept.orphan
+		kept.mu.Unlock()
+		if n.m.fsys.Rename(o, to) == nil {
+			kept.mu.Lock()
+			kept.orphan = ""
+			kept.mu.Unlock()
+		}
+	}
+	return toErrno(err)
 }
 
 // renameat2 flags.
