@@ -97,3 +97,33 @@ func TestStressNG(t *testing.T) {
 		"--lockf", "1")
 	afterTool(t, m, img)
 }
+
+// TestSysbench runs sysbench fileio, the seed's workload, in every mode
+// on our mount (small files, a second per mode in CI), with fsync every
+// 100 requests; sysbench checks what it reads back.
+func TestSysbench(t *testing.T) {
+	requireFUSE(t)
+	requireTool(t, "sysbench")
+	secs, size := "1", "16M"
+	if os.Getenv("GOBTRFS_LONG") == "1" {
+		secs, size = "10", "256M"
+	}
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 1 << 30})
+	m := mountImage(t, img, nil, nil)
+	args := []string{"fileio", "--file-num=8", "--file-total-size=" + size, "--file-block-size=8192"}
+	sysbench := func(more ...string) string {
+		t.Helper()
+		cmd := exec.Command("sysbench", append(append([]string{}, args...), more...)...)
+		cmd.Dir = m.dir
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "FATAL") {
+			t.Fatalf("sysbench %s: %v\n%s", strings.Join(more, " "), err, out)
+		}
+		return string(out)
+	}
+	for _, mode := range []string{"seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw"} {
+		sysbench("prepare")
+		sysbench("--file-test-mode="+mode, "--file-fsync-freq=100", "--threads=8", "--time="+secs, "run")
+	}
+	afterTool(t, m, img)
+}
