@@ -44,7 +44,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	// O_TRUNC came before as a SETATTR of the size: the mount does not
 	// take FUSE_ATOMIC_O_TRUNC.
-	f, err := n.m.fsys.OpenFile(n.path())
+	f, err := n.openFile()
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}

@@ -5,6 +5,7 @@ package fuse
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"log"
 	"path"
 	"syscall"
@@ -34,8 +35,6 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := &node{m: m}
-	m.root = root
 	st, errno := m.lstat(m.prefix)
 	if errno != 0 {
 		return nil, fmt.Errorf("mount %s: %s: %w", dir, m.prefix, errno)
@@ -44,6 +43,8 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("mount %s: %s is not a directory", dir, m.prefix)
 	}
 	m.inos.root = st.Subvolume
+	root := &node{m: m, sv: st.Subvolume, ino: st.Ino, last: st}
+	m.root = root
 	if err := m.clearOrphans(); err != nil {
 		return nil, fmt.Errorf("mount %s: remove what a crash left in %s: %w", dir, m.orphanDir(), err)
 	}
@@ -190,7 +191,11 @@ func (m *mount) path(rel string) string {
 
 // lstat describes name without following a final symlink.
 func (m *mount) lstat(name string) (*btrfs.Stat, syscall.Errno) {
-	fi, err := m.fsys.Lstat(name)
+	return statOf(m.fsys.Lstat(name))
+}
+
+// statOf is the btrfs.Stat of a FileInfo the btrfs package gave.
+func statOf(fi iofs.FileInfo, err error) (*btrfs.Stat, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}

@@ -21,6 +21,10 @@ import (
 type node struct {
 	fs.Inode
 	m *mount // immutable
+	// sv and ino are the inode's numbers in the filesystem (Stat's
+	// Subvolume and Ino): getattr and lookup find it by them, a tree
+	// search or two instead of a walk of the whole path. Immutable.
+	sv, ino uint64
 
 	mu sync.Mutex
 	// handles are the node's open files, for fstat of a file whose
@@ -93,7 +97,15 @@ func (n *node) remember(st *btrfs.Stat) {
 // kernel still holds it: an open file or directory) is shown as last
 // seen, with no links, as fstat on the kernel's btrfs shows it.
 func (n *node) stat() (*btrfs.Stat, syscall.Errno) {
-	st, errno := n.m.lstat(n.path())
+	var (
+		st    *btrfs.Stat
+		errno syscall.Errno
+	)
+	if n.byNumber() {
+		st, errno = statOf(n.m.fsys.StatInode(n.sv, n.ino))
+	} else {
+		st, errno = n.m.lstat(n.path())
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
@@ -120,10 +132,34 @@ func (n *node) unorphaned(st *btrfs.Stat) *btrfs.Stat {
 	return &c
 }
 
+// emptySubvolDirIno is the number btrfs gives the empty directory it
+// shows where a snapshot's source had a nested subvolume: it has no inode
+// item, so only its path finds it.
+const emptySubvolDirIno = 2
+
+// byNumber reports whether the node's inode can be found by number.
+func (n *node) byNumber() bool { return n.ino != 0 && n.ino != emptySubvolDirIno }
+
+// lookupChild describes name in directory n.
+func (n *node) lookupChild(name string) (*btrfs.Stat, syscall.Errno) {
+	if n.byNumber() {
+		return statOf(n.m.fsys.LookupInode(n.sv, n.ino, name))
+	}
+	return n.m.lstat(n.child(name))
+}
+
+// openFile opens the node's inode: by number where it can.
+func (n *node) openFile() (*btrfs.File, error) {
+	if n.byNumber() {
+		return n.m.fsys.OpenInode(n.sv, n.ino)
+	}
+	return n.m.fsys.OpenFile(n.path())
+}
+
 // newChild returns the node of the inode st describes, making it if
 // go-fuse does not know it yet (a hard link's other name finds the same).
 func (n *node) newChild(ctx context.Context, st *btrfs.Stat) *fs.Inode {
-	ch := &node{m: n.m, last: st}
+	ch := &node{m: n.m, last: st, sv: st.Subvolume, ino: st.Ino}
 	return n.NewInode(ctx, ch, n.m.stable(st))
 }
 
@@ -135,7 +171,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if n == n.m.root && name == controlDirName && n.m.opts.Stats {
 		return n.control(ctx, out), 0
 	}
-	st, errno := n.m.lstat(n.child(name))
+	st, errno := n.lookupChild(name)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -162,7 +198,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 // Readdir lists directory n in the kernel's order (DIR_INDEX, creation
 // order), with each entry's inode number.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	f, err := n.m.fsys.OpenFile(n.path())
+	f, err := n.openFile()
 	if err != nil {
 		return nil, toErrno(err)
 	}

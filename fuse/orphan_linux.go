@@ -141,7 +141,8 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofu
 	if err := n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	ch, errno := n.made(ctx, p, syscall.S_IFREG|mode&0o7777, out)
+	// Its directory is the orphan directory, not n: found by path.
+	ch, errno := n.made(ctx, p, "", syscall.S_IFREG|mode&0o7777, out)
 	if errno != 0 {
 		_ = n.m.fsys.Remove(p)
 		return nil, nil, 0, errno
@@ -151,7 +152,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofu
 	cn.orphan = p
 	cn.mu.Unlock()
 	out.Attr.Nlink = 0
-	f, err := n.m.fsys.OpenFile(p)
+	f, err := cn.openFile()
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}

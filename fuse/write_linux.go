@@ -37,7 +37,8 @@ const (
 	flagNoDataCow = 1 << 1
 )
 
-// made finishes a new inode at name in directory n: the caller's owner
+// made finishes a new inode at name (whose last component is base) in
+// directory n: the caller's owner
 // and group (or the directory's group under a set-group-ID directory, as
 // Linux does), the mode bits that a chown would have cleared, the
 // mount's nodatacow/nodatasum for regular files, and the entry the
@@ -46,7 +47,7 @@ const (
 // The btrfs package makes new inodes owned by root; a change of owner
 // after is a second change in the same transaction, so a commit between
 // the two (a crash then) can leave a root-owned new file behind.
-func (n *node) made(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) made(ctx context.Context, name, base string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	uid, gid := uint32(0), uint32(0)
 	if c, ok := gofuse.FromContext(ctx); ok {
 		uid, gid = c.Uid, c.Gid
@@ -77,12 +78,25 @@ func (n *node) made(ctx context.Context, name string, mode uint32, out *gofuse.E
 			return nil, toErrno(err)
 		}
 	}
-	st, errno := n.m.lstat(name)
+	var st *btrfs.Stat
+	var errno syscall.Errno
+	if base == "" {
+		st, errno = n.m.lstat(name)
+	} else {
+		st, errno = n.lookupChild(base)
+	}
 	if errno != 0 {
 		return nil, errno
 	}
 	n.m.fillAttr(st, &out.Attr)
-	return n.newChild(ctx, st), 0
+	ch := n.newChild(ctx, st)
+	if cn, ok := ch.Operations().(*node); ok {
+		// A new inode has no attributes at all.
+		cn.mu.Lock()
+		cn.noCaps = true
+		cn.mu.Unlock()
+	}
+	return ch, 0
 }
 
 // Create is open(2) with O_CREAT of a new file.
@@ -94,15 +108,15 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err := n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	ch, errno := n.made(ctx, p, syscall.S_IFREG|mode&0o7777, out)
+	ch, errno := n.made(ctx, p, name, syscall.S_IFREG|mode&0o7777, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	f, err := n.m.fsys.OpenFile(p)
+	cn := ch.Operations().(*node)
+	f, err := cn.openFile()
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	cn := ch.Operations().(*node)
 	return ch, cn.open(f, true), gofuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -115,7 +129,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if err := n.m.fsys.Mkdir(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
 		return nil, toErrno(err)
 	}
-	return n.made(ctx, p, syscall.S_IFDIR|mode&0o7777, out)
+	return n.made(ctx, p, name, syscall.S_IFDIR|mode&0o7777, out)
 }
 
 // Mknod is mknod(2): a regular file, a FIFO, a socket or a device.
@@ -137,7 +151,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	return n.made(ctx, p, mode, out)
+	return n.made(ctx, p, name, mode, out)
 }
 
 // Symlink is symlink(2).
@@ -149,7 +163,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	if err := n.m.fsys.Symlink(target, p); err != nil {
 		return nil, toErrno(err)
 	}
-	return n.made(ctx, p, syscall.S_IFLNK|0o777, out)
+	return n.made(ctx, p, name, syscall.S_IFLNK|0o777, out)
 }
 
 // Link is link(2).
@@ -165,7 +179,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := n.m.fsys.Link(t.path(), p); err != nil {
 		return nil, toErrno(err)
 	}
-	st, errno := n.m.lstat(p)
+	st, errno := n.lookupChild(name)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -294,7 +308,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	mtime, mok := in.GetMTime()
 	if aok || mok {
 		if !aok || !mok {
-			st, errno := n.m.lstat(p)
+			st, errno := n.stat()
 			if errno != 0 {
 				return errno
 			}
