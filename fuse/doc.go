@@ -3,9 +3,10 @@
 //
 // It is built on the btrfs package's public API only (btrfs.FS and
 // btrfs.File), which it proves sufficient for a POSIX filesystem: every
-// FUSE request becomes one or a few calls of it, by path (go-fuse's tree of
-// nodes follows renames and gives each node its path) or, for open files,
-// through a btrfs.File that finds its inode by number. It never writes
+// FUSE request becomes one or a few calls of it, by inode number where the
+// API offers it (getattr, lookup, open, readdir, and reads and writes of
+// open files) and by path for changes (go-fuse's tree of nodes follows
+// renames and gives each node its path). It never writes
 // anything but through those calls, and never caches file data or
 // attributes itself: the kernel does (entry and attribute timeouts, page
 // cache kept across opens), which is safe because the mount is the only
