@@ -239,3 +239,25 @@ func TestMountSubvol(t *testing.T) {
 		t.Errorf("g is missing from our mount's scan")
 	}
 }
+
+// TestMountMultiDevice mounts a two-device RAID1 filesystem read-write
+// (the other device given as btrfs.Options.Devices, as -d does), writes
+// through it, and checks the result with btrfs check and the kernel.
+func TestMountMultiDevice(t *testing.T) {
+	requireFUSE(t)
+	devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{NumDevices: 2, DataProfile: "raid1", MetadataProfile: "raid1"})
+	m := mountImage(t, devs[0], nil, &btrfs.Options{Devices: devs[1:]})
+	btrfstest.PopulateFiles(t, m.dir, 5)
+	want, err := btrfstest.Scan(m.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.unmount(t)
+	btrfstest.Check(t, devs, true)
+	kmnt := btrfstest.Mount(t, "ro", devs...)
+	got, err := btrfstest.Scan(kmnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, want, got, btrfstest.DiffOptions{CompareNlink: true})
+}
