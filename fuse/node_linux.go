@@ -14,10 +14,10 @@ import (
 )
 
 // node is one inode as go-fuse knows it. It keeps no copy of the inode:
-// every request finds it again by path, which go-fuse's tree of nodes
-// gives (it follows renames), since the btrfs API is by path. Open files
-// are the exception: a handle holds a btrfs.File, which finds its inode
-// by number, as a file descriptor does.
+// every request finds it again, by its numbers where the btrfs API allows
+// (getattr, lookup in it, open) and by path for changes; go-fuse's tree of
+// nodes gives the path (it follows renames). An open file's handle holds a
+// btrfs.File, which finds its inode by number, as a file descriptor does.
 type node struct {
 	fs.Inode
 	m *mount // immutable
@@ -84,13 +84,6 @@ func (n *node) child(name string) string {
 		return name
 	}
 	return p + "/" + name
-}
-
-// remember records st as the node's last known attributes.
-func (n *node) remember(st *btrfs.Stat) {
-	n.mu.Lock()
-	n.last = st
-	n.mu.Unlock()
 }
 
 // stat describes the node. An inode without names (removed while the

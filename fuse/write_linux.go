@@ -37,12 +37,11 @@ const (
 	flagNoDataCow = 1 << 1
 )
 
-// made finishes a new inode at name (whose last component is base) in
-// directory n: the caller's owner
-// and group (or the directory's group under a set-group-ID directory, as
-// Linux does), the mode bits that a chown would have cleared, the
-// mount's nodatacow/nodatasum for regular files, and the entry the
-// kernel gets.
+// made finishes a new inode at name (whose last component is base, or ""
+// when it is not in n) made in directory n: the caller's owner and group
+// (or the directory's group under a set-group-ID directory, as Linux
+// does), the mode bits that a chown would have cleared, the mount's
+// nodatacow/nodatasum for regular files, and the entry the kernel gets.
 //
 // The btrfs package makes new inodes owned by root; a change of owner
 // after is a second change in the same transaction, so a commit between
