@@ -51,8 +51,8 @@ FUSE's allow_other and default_permissions. ro opens the image read-only,
 which also works for images whose features gobtrfs cannot write.
 
 SIGUSR1 prints the write counters (commits, bytes, per-tree B-tree
-counters) as JSON to standard error; with --stats they also read from
-MOUNTPOINT/.gobtrfs/counters, a directory no listing shows.`,
+counters) as JSON to standard error (in the foreground); with --stats they
+also read from MOUNTPOINT/.gobtrfs/counters, a directory no listing shows.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bo, mo, err := fuse.ParseOptions(strings.Join(options, ","))
@@ -88,6 +88,13 @@ func runMount(cmd *cobra.Command, image, dir string, ff *fsFlags, bo *btrfs.Opti
 			os.Exit(ExitFailure)
 		}
 	}()
+	// Say what is wrong with the mount point in stat's words, before
+	// fusermount3 says it in its own.
+	if fi, err := os.Stat(dir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return &os.PathError{Op: "mount", Path: dir, Err: syscall.ENOTDIR}
+	}
 	bo.Devices = ff.devices
 	bo.SuperFallback = ff.superFallback
 	fsys, err := openImage(image, bo, !mo.ReadOnly, warner(cmd))
