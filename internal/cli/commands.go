@@ -8,6 +8,7 @@ var subcommands = []func() *cobra.Command{
 	newDemoCommand,
 	newLsCommand,
 	newCatCommand,
+	newMountCommand,
 	newExtractCommand,
 	newSubvolumeCommand,
 	newInfoCommand,

@@ -28,6 +28,10 @@ var rank = map[string]int{
 // forbidden lists imports that ranks alone would allow but the design does not.
 var forbidden = map[string][]string{
 	"check": {"internal/txn", "internal/alloc"},
+	// fuse is built on the filesystem's public API only, which it proves
+	// sufficient for a POSIX filesystem (docs/design/0011).
+	"fuse": {"internal/disk", "internal/compress", "internal/blockdev", "internal/probe", "internal/chunk",
+		"internal/ctree", "internal/alloc", "internal/bench", "internal/txn"},
 }
 
 func TestLayering(t *testing.T) {

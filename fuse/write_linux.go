@@ -1,0 +1,473 @@
+//go:build linux
+
+package fuse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/gobtrfs/btrfs"
+)
+
+var (
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeSetxattrer     = (*node)(nil)
+	_ fs.NodeRemovexattrer  = (*node)(nil)
+	_ fs.NodeFsyncer        = (*node)(nil)
+	_ fs.NodeAllocater      = (*node)(nil)
+	_ fs.NodeCopyFileRanger = (*node)(nil)
+)
+
+// btrfs inode flags (struct btrfs_inode_item's flags; on-disk values).
+const (
+	flagNoDataSum = 1 << 0
+	flagNoDataCow = 1 << 1
+)
+
+// made finishes a new inode at name (whose last component is base, or ""
+// when it is not in n) made in directory n: the caller's owner and group
+// (or the directory's group under a set-group-ID directory, as Linux
+// does), the mode bits that a chown would have cleared, the mount's
+// nodatacow/nodatasum for regular files, and the entry the kernel gets.
+//
+// The btrfs package makes new inodes owned by root; a change of owner
+// after is a second change in the same transaction, so a commit between
+// the two (a crash then) can leave a root-owned new file behind.
+func (n *node) made(ctx context.Context, name, base string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	uid, gid := uint32(0), uint32(0)
+	if c, ok := gofuse.FromContext(ctx); ok {
+		uid, gid = c.Uid, c.Gid
+	}
+	typ := mode & syscall.S_IFMT
+	if pst, errno := n.stat(); errno == 0 && pst.Mode&syscall.S_ISGID != 0 {
+		gid = pst.GID
+		if typ == syscall.S_IFDIR {
+			mode |= syscall.S_ISGID
+		}
+	}
+	if uid != 0 || gid != 0 {
+		if err := n.m.fsys.Chown(name, int(uid), int(gid)); err != nil {
+			return nil, toErrno(err)
+		}
+	}
+	if typ != syscall.S_IFLNK && (mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 && (uid != 0 || gid != 0) || typ == syscall.S_IFDIR && mode&syscall.S_ISGID != 0) {
+		if err := n.m.fsys.Chmod(name, btrfs.FileModeOf(mode&0o7777)); err != nil {
+			return nil, toErrno(err)
+		}
+	}
+	if typ == syscall.S_IFREG && (n.m.opts.NoDataCow || n.m.opts.NoDataSum) {
+		var set uint64 = flagNoDataSum
+		if n.m.opts.NoDataCow {
+			set = flagNoDataCow
+		}
+		if err := n.m.fsys.SetInodeFlags(name, set, 0); err != nil {
+			return nil, toErrno(err)
+		}
+	}
+	var st *btrfs.Stat
+	var errno syscall.Errno
+	if base == "" {
+		st, errno = n.m.lstat(name)
+	} else {
+		st, errno = n.lookupChild(base)
+	}
+	if errno != 0 {
+		return nil, errno
+	}
+	n.m.fillAttr(st, &out.Attr)
+	ch := n.newChild(ctx, st)
+	if cn, ok := ch.Operations().(*node); ok {
+		// A new inode has no attributes at all.
+		cn.mu.Lock()
+		cn.noCaps = true
+		cn.mu.Unlock()
+	}
+	return ch, 0
+}
+
+// Create is open(2) with O_CREAT of a new file.
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if n.m.ro {
+		return nil, nil, 0, syscall.EROFS
+	}
+	p := n.child(name)
+	if err := n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	ch, errno := n.made(ctx, p, name, syscall.S_IFREG|mode&0o7777, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	cn := ch.Operations().(*node)
+	f, err := cn.openFile()
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	return ch, cn.open(f, true), gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Mkdir is mkdir(2).
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.m.ro {
+		return nil, syscall.EROFS
+	}
+	p := n.child(name)
+	if err := n.m.fsys.Mkdir(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+		return nil, toErrno(err)
+	}
+	return n.made(ctx, p, name, syscall.S_IFDIR|mode&0o7777, out)
+}
+
+// Mknod is mknod(2): a regular file, a FIFO, a socket or a device.
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.m.ro {
+		return nil, syscall.EROFS
+	}
+	p := n.child(name)
+	var err error
+	if mode&syscall.S_IFMT == syscall.S_IFREG || mode&syscall.S_IFMT == 0 {
+		mode |= syscall.S_IFREG
+		err = n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777))
+	} else {
+		// dev is the kernel's new_encode_dev form.
+		major := (dev & 0xfff00) >> 8
+		minor := dev&0xff | (dev>>12)&0xfff00
+		err = n.m.fsys.Mknod(p, btrfs.FileModeOf(mode), btrfs.Mkdev(major, minor))
+	}
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return n.made(ctx, p, name, mode, out)
+}
+
+// Symlink is symlink(2).
+func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.m.ro {
+		return nil, syscall.EROFS
+	}
+	p := n.child(name)
+	if err := n.m.fsys.Symlink(target, p); err != nil {
+		return nil, toErrno(err)
+	}
+	return n.made(ctx, p, name, syscall.S_IFLNK|0o777, out)
+}
+
+// Link is link(2).
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.m.ro {
+		return nil, syscall.EROFS
+	}
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	p := n.child(name)
+	if err := n.m.fsys.Link(t.path(), p); err != nil {
+		return nil, toErrno(err)
+	}
+	st, errno := n.lookupChild(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	n.m.fillAttr(st, &out.Attr)
+	return n.newChild(ctx, st), 0
+}
+
+// remove takes name out of directory n; an open file's last name goes to
+// the orphan directory instead.
+func (n *node) remove(name string) syscall.Errno {
+	if n.m.ro {
+		return syscall.EROFS
+	}
+	if n.m.hidden(n, name) {
+		return syscall.ENOENT
+	}
+	p := n.child(name)
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok && n.m.keepOrphan(cn, p) {
+			return 0
+		}
+	}
+	return toErrno(n.m.fsys.Remove(p))
+}
+
+// Unlink is unlink(2); the kernel has checked that name is no directory.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return n.remove(name) }
+
+// Rmdir is rmdir(2); the kernel has checked that name is a directory.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno { return n.remove(name) }
+
+// Rename is rename(2) and renameat2(2) with RENAME_NOREPLACE or
+// RENAME_EXCHANGE.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if n.m.ro {
+		return syscall.EROFS
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if n.m.hidden(n, name) || n.m.hidden(np, newName) {
+		return syscall.EPERM
+	}
+	from, to := n.child(name), np.child(newName)
+	switch flags {
+	case 0:
+	case renameNoReplace:
+		return toErrno(n.m.fsys.RenameNoReplace(from, to))
+	case renameExchange:
+		return toErrno(n.m.fsys.RenameExchange(from, to))
+	default:
+		return syscall.EINVAL
+	}
+	var kept *node
+	if ch := np.GetChild(newName); ch != nil {
+		// The target's inode loses this name; if it is an open file
+		// with no other, keep it for its handles. The rename then
+		// finds no target.
+		if cn, ok := ch.Operations().(*node); ok {
+			if src := n.GetChild(name); (src == nil || src != ch) && n.m.keepOrphan(cn, to) {
+				kept = cn
+			}
+		}
+	}
+	err := n.m.fsys.Rename(from, to)
+	if err != nil && kept != nil {
+		// The kernel checked the kinds, so this is rare (no space, a
+		// pinned source): put the target back where it was.
+		kept.mu.Lock()
+		o := kept.orphan
+		kept.mu.Unlock()
+		if n.m.fsys.Rename(o, to) == nil {
+			kept.mu.Lock()
+			kept.orphan = ""
+			kept.mu.Unlock()
+		}
+	}
+	return toErrno(err)
+}
+
+// renameat2 flags.
+const (
+	renameNoReplace = 1 << 0
+	renameExchange  = 1 << 1
+)
+
+// Setattr is chmod, chown, truncate and utimes, on a path or an open file.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
+	if n.m.ro {
+		return syscall.EROFS
+	}
+	p := n.path()
+	h, _ := f.(*handle)
+	if sz, ok := in.GetSize(); ok {
+		var err error
+		if h != nil {
+			err = h.f.Truncate(int64(sz))
+		} else {
+			err = n.m.fsys.Truncate(p, int64(sz))
+		}
+		if err != nil {
+			return toErrno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := n.m.fsys.Chown(p, u, g); err != nil {
+			return toErrno(err)
+		}
+	}
+	if mode, ok := in.GetMode(); ok {
+		if err := n.m.fsys.Chmod(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+			return toErrno(err)
+		}
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		if !aok || !mok {
+			st, errno := n.stat()
+			if errno != 0 {
+				return errno
+			}
+			if !aok {
+				atime = st.Atime
+			}
+			if !mok {
+				mtime = st.Mtime
+			}
+		}
+		if err := n.m.fsys.Chtimes(p, atime, mtime); err != nil {
+			return toErrno(err)
+		}
+	}
+	var st *btrfs.Stat
+	var errno syscall.Errno
+	if h != nil {
+		st, errno = h.stat()
+	} else {
+		st, errno = n.stat()
+	}
+	if errno != 0 {
+		return errno
+	}
+	n.m.fillAttr(st, &out.Attr)
+	return 0
+}
+
+// setxattr flags.
+const (
+	xattrCreate  = 1
+	xattrReplace = 2
+)
+
+// Setxattr is setxattr(2), with XATTR_CREATE and XATTR_REPLACE.
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if n.m.ro {
+		return syscall.EROFS
+	}
+	p := n.path()
+	if attr == capsAttr {
+		n.mu.Lock()
+		n.noCaps = false
+		n.mu.Unlock()
+	}
+	if flags&(xattrCreate|xattrReplace) != 0 {
+		_, err := n.m.fsys.Getxattr(p, attr)
+		exists := err == nil
+		if err != nil && toErrno(err) != syscall.ENODATA {
+			return toErrno(err)
+		}
+		if flags&xattrCreate != 0 && exists {
+			return syscall.EEXIST
+		}
+		if flags&xattrReplace != 0 && !exists {
+			return syscall.ENODATA
+		}
+	}
+	return toErrno(n.m.fsys.Setxattr(p, attr, data))
+}
+
+// Removexattr is removexattr(2).
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if n.m.ro {
+		return syscall.EROFS
+	}
+	return toErrno(n.m.fsys.Removexattr(n.path(), attr))
+}
+
+// Fsync is fsync(2) of a directory (fsyncdir) or of a file without its
+// handle: a commit of everything, shared with concurrent callers.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	if n.m.ro {
+		return 0
+	}
+	return toErrno(n.m.fsys.Sync())
+}
+
+// fallocate modes.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+)
+
+// Allocate is fallocate(2): preallocation, with or without KEEP_SIZE, and
+// PUNCH_HOLE (which Linux only takes with KEEP_SIZE).
+func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	if n.m.ro {
+		return syscall.EROFS
+	}
+	p := n.path()
+	switch mode {
+	case 0, fallocKeepSize:
+		return toErrno(n.m.fsys.Fallocate(p, int64(off), int64(size), mode == fallocKeepSize))
+	case fallocPunchHole | fallocKeepSize:
+		return toErrno(n.m.fsys.PunchHole(p, int64(off), int64(size)))
+	}
+	return syscall.EOPNOTSUPP
+}
+
+// CopyFileRange is copy_file_range(2): a reflink (FS.Clone) where the
+// range is sector aligned, so no data is copied, else a copy.
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	if n.m.ro {
+		return 0, syscall.EROFS
+	}
+	hin, ok1 := fhIn.(*handle)
+	hout, ok2 := fhOut.(*handle)
+	dst, ok3 := out.Operations().(*node)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, syscall.EXDEV
+	}
+	src, errno := hin.stat()
+	if errno != 0 {
+		return 0, errno
+	}
+	if offIn >= src.Size {
+		return 0, 0
+	}
+	length = min(length, src.Size-offIn, 1<<30)
+	ss := uint64(n.m.bsize)
+	if offIn%ss == 0 && offOut%ss == 0 && (length%ss == 0 || offIn+length == src.Size) {
+		dstSt, errno := hout.stat()
+		if errno == 0 && (length%ss == 0 || offOut+length >= dstSt.Size) {
+			err := n.m.fsys.Clone(n.path(), int64(offIn), dst.path(), int64(offOut), int64(length))
+			if err == nil {
+				return uint32(length), 0
+			}
+			if toErrno(err) != syscall.EINVAL {
+				return 0, toErrno(err)
+			}
+			// EINVAL: the flags differ (NODATASUM), or the
+			// files are not both reachable by path; copy.
+		}
+	}
+	return copyRange(hin.f, int64(offIn), hout.f, int64(offOut), int64(length))
+}
+
+// copyRange copies length bytes from src at offIn to dst at offOut.
+func copyRange(src *btrfs.File, offIn int64, dst *btrfs.File, offOut, length int64) (uint32, syscall.Errno) {
+	buf := make([]byte, min(length, 1<<20))
+	var done int64
+	for done < length {
+		want := min(int64(len(buf)), length-done)
+		r, err := src.ReadAt(buf[:want], offIn+done)
+		if r > 0 {
+			if _, werr := dst.WriteAt(buf[:r], offOut+done); werr != nil {
+				return uint32(done), toErrno(werr)
+			}
+			done += int64(r)
+		}
+		if errors.Is(err, io.EOF) || r == 0 {
+			break
+		}
+		if err != nil {
+			return uint32(done), toErrno(err)
+		}
+	}
+	return uint32(done), 0
+}
