@@ -10,6 +10,7 @@ var subcommands = []func() *cobra.Command{
 	newCatCommand,
 	newExtractCommand,
 	newSubvolumeCommand,
+	newPropertyCommand,
 	newInfoCommand,
 	newMkfsCommand,
 	NewDumpSuperCommand,
