@@ -11,6 +11,7 @@ var subcommands = []func() *cobra.Command{
 	newExtractCommand,
 	newSubvolumeCommand,
 	newPropertyCommand,
+	newFilesystemCommand,
 	newInfoCommand,
 	newMkfsCommand,
 	NewDumpSuperCommand,
