@@ -12,7 +12,7 @@ import (
 
 // unitFlags are progs' unit options of filesystem show, df and du.
 type unitFlags struct {
-	raw, human, iec, si      bool
+	raw, human, iec, si     bool
 	kb, mb, gb, tb, humanSI bool
 }
 
