@@ -33,4 +33,6 @@ var subcommands = []func() *cobra.Command{
 	newWriteCommand,
 	newTruncateCommand,
 	newFallocateCommand,
+	newChattrCommand,
+	newLsattrCommand,
 }
