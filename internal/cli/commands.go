@@ -35,4 +35,6 @@ var subcommands = []func() *cobra.Command{
 	newFallocateCommand,
 	newChattrCommand,
 	newLsattrCommand,
+	newGetfaclCommand,
+	newSetfaclCommand,
 }
