@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 
@@ -17,6 +18,9 @@ func (fsys *FS) SubvolumeInfoOf(id uint64) (*SubvolumeInfo, error) {
 		return nil, fmt.Errorf("subvolume %d: %w", id, fs.ErrNotExist)
 	}
 	info, found, err := fsys.subvolumeInfo(disk.ObjectID(id))
+	if errors.Is(err, errNoRoot) {
+		found, err = false, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("subvolume %d: %w", id, err)
 	}
