@@ -46,7 +46,9 @@ func TestFileExtentsSpace(t *testing.T) {
 		}
 	}
 	check("small", func(e []btrfs.FileExtent) bool { return len(e) == 1 && e[0].Inline && e[0].Length == 6 })
-	check("alone", func(e []btrfs.FileExtent) bool { return len(e) == 1 && !e[0].Shared && e[0].Length == 8192 && e[0].DiskAddr != 0 })
+	check("alone", func(e []btrfs.FileExtent) bool {
+		return len(e) == 1 && !e[0].Shared && e[0].Length == 8192 && e[0].DiskAddr != 0
+	})
 	check("big", func(e []btrfs.FileExtent) bool { return len(e) > 0 && e[0].Shared })
 	check("clone", func(e []btrfs.FileExtent) bool { return len(e) == 1 && e[0].Shared && e[0].Offset == 1<<20 })
 	check("pre", func(e []btrfs.FileExtent) bool { return len(e) == 1 && e[0].Prealloc && !e[0].Shared })
