@@ -213,7 +213,7 @@ const attrMask = btrfs.InodeSync | btrfs.InodeDirSync | btrfs.InodeImmutable | b
 
 var lsattrWord = word{
 	name:     "lsattr",
-	synopsis: "[-R] [-a] [-d] [-l] [-v] PATH...",
+	synopsis: "[-R] [-a] [-d] [-l] [-v] [--json] PATH...",
 	short:    "List file attributes",
 	long: `Print the attribute flags of each file as lsattr(1) prints them on btrfs, byte
 for byte: 22 columns of letters, then the name. A directory lists its entries
@@ -227,6 +227,7 @@ message, as lsattr prints it, goes to standard error.`,
 		{name: "d", short: 'd', help: "list directories themselves, not their entries"},
 		{name: "l", short: 'l', help: "print the flags' long names"},
 		{name: "v", short: 'v', help: "print the inode generation"},
+		{name: "json", long: "json", help: "print a JSON array of {file, flags, attributes, generation}"},
 	},
 	readOnly: true,
 	run:      runLsattr,
@@ -234,8 +235,17 @@ message, as lsattr prints it, goes to standard error.`,
 
 // lsattrRun is the state of one lsattr command.
 type lsattrRun struct {
-	s *session
-	a *wordArgs
+	s    *session
+	a    *wordArgs
+	json []lsattrJSON // --json: the lines, printed at the end
+}
+
+// lsattrJSON is one line of lsattr --json.
+type lsattrJSON struct {
+	File       string   `json:"file"`
+	Flags      string   `json:"flags"`
+	Attributes []string `json:"attributes"`
+	Generation uint64   `json:"generation"`
 }
 
 func runLsattr(s *session, a *wordArgs) error {
@@ -265,6 +275,14 @@ func runLsattr(s *session, a *wordArgs) error {
 			errs = append(errs, err)
 		}
 	}
+	if a.has("json") {
+		if r.json == nil {
+			r.json = []lsattrJSON{}
+		}
+		if err := writeJSON(s.out, r.json); err != nil {
+			return err
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -273,6 +291,16 @@ func (r *lsattrRun) list(p, show string, fi fs.FileInfo) error {
 	st, ok := fi.Sys().(*btrfs.Stat)
 	if !ok || !fi.IsDir() && !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s While reading flags on %s", reason("", syscall.EOPNOTSUPP), show)
+	}
+	if r.a.has("json") {
+		j := lsattrJSON{File: show, Flags: attrString(st.Flags), Attributes: []string{}, Generation: st.Generation}
+		for _, l := range attrLetters {
+			if l.flag != 0 && st.Flags&l.flag != 0 {
+				j.Attributes = append(j.Attributes, l.long)
+			}
+		}
+		r.json = append(r.json, j)
+		return nil
 	}
 	var b strings.Builder
 	if r.a.has("v") {
@@ -315,11 +343,15 @@ func (r *lsattrRun) dir(p, show string) error {
 			continue
 		}
 		if fi.IsDir() && r.a.has("R") && n != "." && n != ".." {
-			fmt.Fprintf(r.s.out, "\n%s:\n", qs)
+			if !r.a.has("json") {
+				fmt.Fprintf(r.s.out, "\n%s:\n", qs)
+			}
 			if err := r.dir(q, qs); err != nil {
 				return err
 			}
-			fmt.Fprintln(r.s.out)
+			if !r.a.has("json") {
+				fmt.Fprintln(r.s.out)
+			}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,6 +95,11 @@ func TestChattrLsattr(t *testing.T) {
 	btrfstest.Unmount(t, mnt)
 	if _, stderr, code := run(t, "lsattr", img+":/link"); code != 1 || !strings.Contains(stderr, "Operation not supported While reading flags on "+img+":/link") {
 		t.Errorf("lsattr of a symbolic link: exit %d, %q", code, stderr)
+	}
+	var js []lsattrJSON
+	if err := json.Unmarshal([]byte(ok(t, "lsattr", "--json", "-d", img+":/data")), &js); err != nil || len(js) != 1 ||
+		js[0].Flags != "--S--a----------------" || strings.Join(js[0].Attributes, ",") != "Synchronous_Updates,Append_Only" {
+		t.Errorf("lsattr --json: %+v, %v", js, err)
 	}
 	if _, stderr, code := run(t, "chattr", "+q", img+":/f"); code != 2 || !strings.Contains(stderr, "bad attribute letter") {
 		t.Errorf("chattr +q: exit %d, %q", code, stderr)
