@@ -27,6 +27,10 @@ type SubvolumeInfo struct {
 	ReadOnly bool
 	// Ctime and Otime are the last change and creation times.
 	Ctime, Otime time.Time
+	// STransID, Stime, RTransID and Rtime are the send and receive
+	// transactions and times (zero unless received).
+	STransID, RTransID uint64
+	Stime, Rtime       time.Time
 }
 
 // Subvolumes lists every subvolume and snapshot except the top level, in id
@@ -67,7 +71,8 @@ func (fsys *FS) subvolumeInfo(id disk.ObjectID) (*SubvolumeInfo, bool, error) {
 	info := &SubvolumeInfo{ID: uint64(id), Generation: uint64(item.Generation),
 		CTransID: uint64(item.CTransID), OTransID: uint64(item.OTransID),
 		UUID: item.UUID.String(), ParentUUID: item.ParentUUID.String(), ReceivedUUID: item.ReceivedUUID.String(),
-		ReadOnly: item.Flags&disk.RootSubvolReadonly != 0, Ctime: item.CTime.Time(), Otime: item.OTime.Time()}
+		ReadOnly: item.Flags&disk.RootSubvolReadonly != 0, Ctime: item.CTime.Time(), Otime: item.OTime.Time(),
+		STransID: uint64(item.STransID), RTransID: uint64(item.RTransID), Stime: item.STime.Time(), Rtime: item.RTime.Time()}
 	p, parent, found, err := fsys.subvolPath(id, 0)
 	if err != nil || !found {
 		return nil, false, err

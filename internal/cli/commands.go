@@ -11,6 +11,8 @@ var subcommands = []func() *cobra.Command{
 	newMountCommand,
 	newExtractCommand,
 	newSubvolumeCommand,
+	newPropertyCommand,
+	newFilesystemCommand,
 	newInfoCommand,
 	newMkfsCommand,
 	NewDumpSuperCommand,
@@ -32,4 +34,8 @@ var subcommands = []func() *cobra.Command{
 	newWriteCommand,
 	newTruncateCommand,
 	newFallocateCommand,
+	newChattrCommand,
+	newLsattrCommand,
+	newGetfaclCommand,
+	newSetfaclCommand,
 }

@@ -40,6 +40,7 @@ var editWords = []*word{
 	&mkdirWord, &rmdirWord, &rmWord, &mvWord, &lnWord, &mknodWord,
 	&chmodWord, &chownWord, &touchWord, &setfattrWord, &getfattrWord,
 	&cpWord, &writeWord, &truncateWord, &fallocateWord,
+	&chattrWord, &lsattrWord, &getfaclWord, &setfaclWord,
 }
 
 func findWord(name string) *word {
@@ -293,3 +294,7 @@ func newChownCommand() *cobra.Command    { return wordCommand(&chownWord) }
 func newTouchCommand() *cobra.Command    { return wordCommand(&touchWord) }
 func newSetfattrCommand() *cobra.Command { return wordCommand(&setfattrWord) }
 func newGetfattrCommand() *cobra.Command { return wordCommand(&getfattrWord) }
+func newChattrCommand() *cobra.Command   { return wordCommand(&chattrWord) }
+func newLsattrCommand() *cobra.Command   { return wordCommand(&lsattrWord) }
+func newGetfaclCommand() *cobra.Command  { return wordCommand(&getfaclWord) }
+func newSetfaclCommand() *cobra.Command  { return wordCommand(&setfaclWord) }

@@ -135,7 +135,9 @@ Paths inside a filesystem are written IMAGE:PATH. A filesystem spread over
 several devices names the others with -d/--device.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
+	root.SetVersionTemplate("gobtrfs {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
 	// No command at all: the help, on standard error, and exit status 2,
 	// so that a script calling gobtrfs without a command fails.

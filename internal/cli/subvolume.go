@@ -18,7 +18,8 @@ func newSubvolumeCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("missing subcommand; see --help") },
 	}
-	cmd.AddCommand(newSubvolumeListCommand())
+	cmd.AddCommand(newSubvolumeListCommand(), newSubvolumeCreateCommand(), newSubvolumeShowCommand(),
+		newSubvolumeGetDefaultCommand(), newSubvolumeSetDefaultCommand())
 	return cmd
 }
 
@@ -57,7 +58,11 @@ deleted are not listed.`,
 				keep = append(keep, s)
 			}
 			if jsonF {
-				return writeJSON(cmd.OutOrStdout(), keep)
+				out := make([]subvolJSON, 0, len(keep))
+				for _, s := range keep {
+					out = append(out, subvolToJSON(s))
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			for _, s := range keep {
 				printSubvol(cmd.OutOrStdout(), s, parent, uuid, puuid, ruuid)

@@ -58,6 +58,9 @@ type Txn struct {
 	// incompat holds superblock incompat bits Commit adds (SetIncompat);
 	// protected by mu.
 	incompat uint64
+	// label, if set, is the superblock label Commit writes (SetLabel);
+	// protected by mu.
+	label *[disk.LabelSize]byte
 }
 
 // Begin starts a transaction with generation super generation + 1.

@@ -76,6 +76,9 @@ func (t *Txn) newSuper() (disk.Superblock, error) {
 	}
 	sb.Generation = t.gen
 	sb.IncompatFlags |= t.incompat
+	if t.label != nil {
+		sb.Label = *t.label
+	}
 	sb.Root, sb.RootLevel = rr.Addr, uint8(rr.Level)
 	if tr := t.trees[disk.ChunkTreeObjectID]; tr != nil {
 		cr := tr.Root()
