@@ -269,7 +269,16 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	c := &wctx{fsys: fsys, tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
+	// While the change runs, reads it makes through the read side must
+	// see its blocks as they are now, not as shared copies taken before.
+	prevBlocks := fsys.blocks
+	if tb, ok := prevBlocks.(*txBlocks); ok {
+		fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
+	}
 	started, err := fn(c)
+	if !started {
+		fsys.blocks = prevBlocks // nothing changed: its copies still hold
+	}
 	if started && err == nil {
 		err = fsys.showTxn(w.t)
 		w.version.Add(1)

@@ -332,13 +332,21 @@ func (d *liveRecorder) WriteAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// treeBlockGen returns the generation of p if it is a tree block of the
-// filesystem (a node-sized write with its fsid; the caller rules out
+// treeBlockGen returns the generation of p if it is tree blocks of the
+// filesystem (node-sized blocks with its fsid; the caller rules out
 // superblocks, which have the same shape): only a commit's critical
 // section writes those.
+//
+// A commit writes tree blocks at consecutive addresses in one write, so p
+// may hold several; every one of them is of the commit's generation.
 func (d *liveRecorder) treeBlockGen(p []byte) (disk.Generation, bool) {
-	if d.nodeSize == 0 || len(p) != d.nodeSize || !bytes.Equal(p[0x20:0x30], d.fsid[:]) {
+	if d.nodeSize == 0 || len(p) == 0 || len(p)%d.nodeSize != 0 {
 		return 0, false
+	}
+	for b := 0; b < len(p); b += d.nodeSize {
+		if !bytes.Equal(p[b+0x20:b+0x30], d.fsid[:]) {
+			return 0, false
+		}
 	}
 	return disk.Generation(binary.LittleEndian.Uint64(p[0x50:])), true
 }

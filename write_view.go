@@ -2,6 +2,7 @@ package btrfs
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -14,14 +15,39 @@ import (
 // only the header is checked against the parent's promise), the committed
 // block reader otherwise. Addresses the transaction freed are pinned until
 // its commit, so a committed block read through base is never stale.
+//
+// A txBlocks serves the reads between two changes (showTxn makes a new one
+// after every change), and no change runs while reads do, so the copy of
+// a transaction's block is taken once and shared by the reads that follow
+// (a lookup-heavy load, such as a FUSE mount creating files, read the same
+// dirty blocks many times over). Readers never modify a node.
 type txBlocks struct {
 	base *blockReader
 	tx   *ctree.Trans
+
+	// noMemo turns the sharing off: the instance a change runs with
+	// (FS.change), since the change itself alters blocks between reads.
+	noMemo bool
+	mu     sync.Mutex
+	memo   map[disk.LogicalAddr]disk.Node
 }
 
 // ReadBlock implements ctree.Reader.
 func (r *txBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
-	if n, ok := r.tx.Snapshot(addr); ok {
+	r.mu.Lock()
+	n, ok := r.memo[addr]
+	r.mu.Unlock()
+	if !ok {
+		if n, ok = r.tx.Snapshot(addr); ok && !r.noMemo {
+			r.mu.Lock()
+			if r.memo == nil {
+				r.memo = map[disk.LogicalAddr]disk.Node{}
+			}
+			r.memo[addr] = n
+			r.mu.Unlock()
+		}
+	}
+	if ok {
 		if err := n.CheckExpect(r.base.params, e); err != nil {
 			return nil, err
 		}
