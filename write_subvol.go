@@ -101,7 +101,10 @@ func (c *wctx) createSubvol(parent *winode, base string, id disk.ObjectID, index
 	ns := uint64(c.tx.Store().Params().NodeSize)
 	ts := disk.TimespecOf(o.Time)
 	item := disk.RootItem{
-		Inode:     disk.InodeItem{Generation: 1, Size: 3, NLink: 1, NBytes: ns, Mode: disk.ModeDir | 0o755},
+		// ROOT_ITEM_INIT: without it the kernel clears the root's flags
+		// (read-only) when it loads the root.
+		Inode: disk.InodeItem{Generation: 1, Size: 3, NLink: 1, NBytes: ns, Mode: disk.ModeDir | 0o755,
+			Flags: disk.InodeRootItemInit},
 		RootDirID: disk.FirstFreeObjectID, BytesUsed: ns, Refs: 1, UUID: disk.UUID(o.UUID),
 		CTransID: c.gen, OTransID: c.gen, CTime: ts, OTime: ts,
 	}

@@ -58,6 +58,12 @@ type BuildOptions struct {
 	// Subvolumes are directories of the input to make subvolumes of
 	// (paths relative to the top of the input); each must exist in it.
 	Subvolumes []string
+	// Subvols are more subvolumes, each read-only or the default as
+	// asked (mkfs.btrfs --subvol TYPE:SUBDIR).
+	Subvols []Subvolume
+	// InodeFlags set NODATACOW or NODATASUM on paths of the input and
+	// what lies below them (mkfs.btrfs --inode-flags).
+	InodeFlags []InodeFlags
 	// Shrink asks for the smallest image that holds the tree: the
 	// filesystem is built in an image of a size estimated from the input
 	// (or Format.Size, when given), then cut to its last used byte
@@ -123,6 +129,10 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 		}
 		subvols[p] = true
 	}
+	plan, err := planFlags(&opts, subvols)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Shrink && opts.Format.Size == 0 && !opts.PrePass {
 		return nil, fmt.Errorf("%w: --shrink without --size needs an input that can be read twice (not standard input)", ErrInput)
 	}
@@ -142,7 +152,7 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	if nodeSize == 0 {
 		nodeSize = max(DefaultNodeSize, opts.Format.SectorSize)
 	}
-	f := &filler{ctx: ctx, opts: &opts, nodeSize: nodeSize, chmod: chmod, dirs: map[string]*dirState{}, subvols: subvols}
+	f := &filler{ctx: ctx, opts: &opts, nodeSize: nodeSize, chmod: chmod, dirs: map[string]*dirState{}, subvols: subvols, plan: plan}
 	bopts := writeOptions(&opts, func() time.Time { return f.now })
 	var sum *Summary
 	if opts.PrePass {
@@ -321,6 +331,7 @@ type filler struct {
 	now      time.Time                 // creation time, times of implied directories
 	dirs     map[string]*dirState
 	subvols  map[string]bool // directories to make subvolumes; true until made
+	plan     *flagPlan       // subvolume types and inode flags (nil: none)
 	links    [][2]string     // deferred hardlinks: existing path, new path
 	stats    Stats
 	// copying is set by CopyInto: the tree may exist already (directories
@@ -346,7 +357,16 @@ func (f *filler) run(open Opener) error {
 			return err
 		}
 	}
+	if err := f.applyFlags("."); err != nil {
+		return err
+	}
 	if err := f.fill(src); err != nil {
+		return err
+	}
+	if err := f.setCompressProperty(); err != nil {
+		return err
+	}
+	if err := f.finishFlags(); err != nil {
 		return err
 	}
 	f.stats.Commits++
@@ -469,7 +489,10 @@ func (f *filler) clamp(t time.Time) time.Time {
 // derived from the build's seed when reproducible, random otherwise).
 func (f *filler) mkdir(p string, perm fs.FileMode) error {
 	if _, ok := f.subvols[p]; !ok {
-		return f.fsys.Mkdir(p, perm)
+		if err := f.fsys.Mkdir(p, perm); err != nil {
+			return err
+		}
+		return f.applyFlags(p)
 	}
 	so := &btrfs.SubvolumeOptions{Time: f.now}
 	if f.opts.Reproducible {
@@ -482,7 +505,10 @@ func (f *filler) mkdir(p string, perm fs.FileMode) error {
 		return err
 	}
 	f.subvols[p] = false
-	return f.fsys.Chmod(p, perm)
+	if err := f.fsys.Chmod(p, perm); err != nil {
+		return err
+	}
+	return f.applyFlags(p)
 }
 
 // parents makes the missing directories above p (mode 0755, the override

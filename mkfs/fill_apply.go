@@ -98,6 +98,9 @@ func (f *filler) writeFile(e *Entry) (permDone bool, err error) {
 	if err := f.fsys.CreateEmpty(p, btrfs.FileModeOf(create)); err != nil {
 		return false, err
 	}
+	if err := f.applyFlags(p); err != nil {
+		return false, err
+	}
 	return permDone, f.writeData(e)
 }
 
