@@ -31,7 +31,7 @@ func TestBuildSubvolTypesAndInodeFlags(t *testing.T) {
 	opts := BuildOptions{
 		Subvols:    []Subvolume{{Path: "root", Default: true}, {Path: "snap", ReadOnly: true}, {Path: "root/var/db/sub"}},
 		InodeFlags: []InodeFlags{{Path: "root/var/db", NoDataCow: true}, {Path: "top", NoDataSum: true}},
-		Compress:   "zstd",
+		Compress:   "zstd", CompressProperty: true,
 	}
 	img := buildImage(t, dirOpener(src), opts)
 

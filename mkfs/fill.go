@@ -54,6 +54,12 @@ type BuildOptions struct {
 	// for none) and CompressLevel its level (0: the default).
 	Compress      string
 	CompressLevel int
+	// CompressProperty also records Compress as the top directory's
+	// compression property (btrfs.compression, as `btrfs property set /
+	// compression ALG`), so that files made there later, by the kernel
+	// or by gobtrfs, are compressed with it too. gobtrfs mkfs --compress
+	// sets it; mkfs.btrfs does not.
+	CompressProperty bool
 
 	// Subvolumes are directories of the input to make subvolumes of
 	// (paths relative to the top of the input); each must exist in it.
@@ -110,16 +116,17 @@ type Stats struct {
 // changes their parent's modification time). A commit follows every
 // CommitBytes of data or CommitEntries entries, and one ends the build.
 //
-// An error names the entry it is about. Errors the pre-pass finds leave
-// the image untouched; later ones leave an image holding the entries up
-// to the last commit.
+// An error names the entry it is about. A failed build leaves no trace,
+// as far as it can: an image it created is removed, and an existing
+// image file gets its former contents back (its data was copied aside
+// before the first write; holes cost nothing). A block device keeps what
+// the failure left.
 func Build(path string, open Opener, opts BuildOptions) (*Stats, error) {
 	return BuildContext(context.Background(), path, open, opts)
 }
 
 // BuildContext is Build that stops between entries (with ctx's error)
-// once ctx is done; the image then holds the entries up to the last
-// commit.
+// once ctx is done, undoing the build as any failure does.
 func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptions) (*Stats, error) {
 	subvols := map[string]bool{}
 	for _, sv := range opts.Subvolumes {
@@ -177,16 +184,29 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 			opts.Format.Size = startSize(sum, &opts.Format)
 		}
 	}
-	if err := Format(path, opts.Format); err != nil {
-		return nil, err
-	}
-	fsys, err := btrfs.OpenWritable(path, bopts)
+	u, err := prepareUndo(path)
 	if err != nil {
 		return nil, err
 	}
+	if err := f.format(path, bopts, open); err != nil {
+		return &f.stats, u.restore(err)
+	}
+	u.done()
+	return &f.stats, nil
+}
+
+// format formats path and fills it.
+func (f *filler) format(path string, bopts *btrfs.Options, open Opener) error {
+	if err := Format(path, f.opts.Format); err != nil {
+		return err
+	}
+	fsys, err := btrfs.OpenWritable(path, bopts)
+	if err != nil {
+		return err
+	}
 	f.fsys = fsys
 	err = f.run(open)
-	if err == nil && opts.Shrink {
+	if err == nil && f.opts.Shrink {
 		_, err = fsys.Shrink()
 	}
 	if err != nil {
@@ -195,7 +215,7 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	if cerr := fsys.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	return &f.stats, err
+	return err
 }
 
 // startSize is the size of an image Build creates without being given

@@ -174,7 +174,7 @@ func (f *filler) finishFlags() error {
 // compression property (`btrfs property set / compression ALG`), so the
 // kernel and gobtrfs compress files made there later with it too.
 func (f *filler) setCompressProperty() error {
-	if f.opts.Compress == "" || f.copying {
+	if f.opts.Compress == "" || !f.opts.CompressProperty || f.copying {
 		return nil
 	}
 	if err := f.fsys.Setxattr(".", btrfs.PropCompression, []byte(f.opts.Compress)); err != nil {
