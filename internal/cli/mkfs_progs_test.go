@@ -44,7 +44,7 @@ func TestMkfsProgsSyntax(t *testing.T) {
 		}
 	}
 	for arg, want := range map[string]mkfs.InodeFlags{
-		"nodatacow:var/lib": {Path: "var/lib", NoDataCow: true},
+		"nodatacow:var/lib":     {Path: "var/lib", NoDataCow: true},
 		"nodatasum,nodatacow:x": {Path: "x", NoDataCow: true, NoDataSum: true},
 	} {
 		if got, err := parseInodeFlagsArg(arg); err != nil || got != want {
