@@ -122,7 +122,7 @@ func TestMkfsBtrfsBuilders(t *testing.T) {
 		{name: "genimage", precreate: 200 << 20, label: "rootfs",
 			args: []string{"-L", "rootfs", "-r", "ROOT", "IMG"}},
 		{name: "nixos", precreate: 0, label: "nixos", uuid: uuid, env: []string{"SOURCE_DATE_EPOCH=1700000000"},
-			args: []string{"-L", "nixos", "-U", uuid, "--subvol", "nix", "-r", "ROOT", "--shrink", "IMG"},
+			args:    []string{"-L", "nixos", "-U", uuid, "--subvol", "nix", "-r", "ROOT", "--shrink", "IMG"},
 			subvols: []string{"nix"}},
 		{name: "wic", precreate: 300 << 20, uuid: uuid,
 			args: []string{"-b", "300M", "-r", "ROOT", "-U", uuid, "IMG"}},
