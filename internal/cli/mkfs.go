@@ -53,10 +53,22 @@ override what the input says. With SOURCE_DATE_EPOCH set, or
 are derived from a hash of the input, times newer than SOURCE_DATE_EPOCH
 are clamped to it, nothing is random.
 
-IMAGE is created (sparse) when it does not exist, of --size bytes or else
-of a size estimated from the input (like mkfs.btrfs --rootdir; 256 MiB for
-an empty filesystem); --tar - cannot be measured first and needs --size.
-An existing btrfs filesystem is only overwritten with --force.
+The flags are mkfs.btrfs 6.19's (-b, -L, -U, -n, -s, -m, -d, -O, -f, -q,
+-K, -r, -u/--subvol TYPE:SUBDIR, --inode-flags, --compress, --shrink,
+--reflink, -V), and gobtrfs started through a symlink named mkfs.btrfs
+runs this command, so image builders can use it in its place. With
+SOURCE_DATE_EPOCH, times newer than it are clamped to it; with
+DETERMINISTIC_SEED=1 (which needs -U) the UUIDs derive from -U and the
+input. --compress also sets the top directory's compression property, so
+files added later are compressed too.
+
+IMAGE is created (sparse) when it does not exist, of --byte-count bytes or
+else of a size estimated from the input (like mkfs.btrfs --rootdir; 256
+MiB for an empty filesystem); --tar - cannot be measured first and needs
+-b. A target holding a filesystem or a partition table is only
+overwritten with -f (--force); a mounted one never, nor an image inside
+the --rootdir. A failed mkfs removes the image it created and puts an
+existing image file back as it was.
 Input that cannot be stored (a name over 255 bytes, a symlink target too
 long for the node size) stops mkfs with an error naming the path, before
 anything is written when the input can be read twice (not for --tar -).`,
