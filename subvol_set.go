@@ -52,6 +52,12 @@ func (fsys *FS) SetDefaultSubvolume(id uint64) error {
 		}
 		name := []byte("default")
 		k := disk.Key{ObjectID: disk.RootTreeDirObjectID, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
+		// The kernel and mkfs.btrfs name a subvolume by its root key,
+		// offset 0; mkfs.btrfs names the top level with offset -1.
+		loc := disk.Key{ObjectID: sid, Type: disk.RootItemKey}
+		if sid == disk.FSTreeObjectID {
+			loc.Offset = ^uint64(0)
+		}
 		found := false
 		err = rt.UpdateItem(c.tx, k, func(b []byte) error {
 			items, err := disk.ParseDirItems(b)
@@ -60,7 +66,7 @@ func (fsys *FS) SetDefaultSubvolume(id uint64) error {
 			}
 			for i := range items {
 				if string(items[i].Name) == "default" {
-					items[i].Location = disk.Key{ObjectID: sid, Type: disk.RootItemKey, Offset: ^uint64(0)}
+					items[i].Location = loc
 					found = true
 				}
 			}
