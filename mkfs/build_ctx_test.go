@@ -59,4 +59,20 @@ func TestBuildFailureUndone(t *testing.T) {
 		t.Errorf("existing image changed by a failed build: %d -> %d bytes, equal %v, mtime %v -> %v",
 			fi0.Size(), fi1.Size(), bytes.Equal(before, after), fi0.ModTime(), fi1.ModTime())
 	}
+
+	// A target written full of zeros (dd from /dev/zero) with a few
+	// bytes in the middle: the zeros are not copied aside, and read back
+	// the same.
+	zeros := filepath.Join(dir, "zeros.img")
+	data := make([]byte, testSize)
+	copy(data[3<<20+5:], "marker")
+	if err := os.WriteFile(zeros, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := build(zeros); !errors.Is(err, context.Canceled) {
+		t.Fatalf("zero-filled image: err %v, want context.Canceled", err)
+	}
+	if got, _ := os.ReadFile(zeros); !bytes.Equal(got, data) {
+		t.Errorf("zero-filled image not put back")
+	}
 }

@@ -13,10 +13,12 @@ import (
 
 // undo is how Build puts the target back when it fails after starting
 // to write: an image it created is removed; an existing regular file
-// gets its bytes, size and times back from a copy of its data ranges
-// taken before (holes are not copied, so the usual target, a fresh
-// sparse file from truncate(1), costs nothing); a block device cannot be
-// put back and is left as the failure left it.
+// gets its bytes, size and times back from a copy of its data taken
+// before. The copy is a clone where the host can make one (btrfs, xfs);
+// elsewhere holes and chunks of zeros are not copied, so the usual
+// targets, a fresh file from truncate(1) or dd from /dev/zero, cost a
+// read at most. Re-making an image full of data costs a copy of it. A
+// block device cannot be put back and is left as the failure left it.
 type undo struct {
 	path    string
 	created bool
@@ -49,10 +51,7 @@ func prepareUndo(path string) (*undo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mkfs: %s: %w", path, err)
 	}
-	for _, s := range segs {
-		u.ranges = append(u.ranges, [2]int64{s.Off, s.Off + s.Len})
-	}
-	if len(u.ranges) == 0 {
+	if len(segs) == 0 {
 		return u, nil
 	}
 	if u.backup, err = os.CreateTemp(filepath.Dir(path), ".gobtrfs-mkfs-undo-*"); err != nil {
@@ -61,13 +60,57 @@ func prepareUndo(path string) (*undo, error) {
 		}
 	}
 	os.Remove(u.backup.Name()) // lives while open
-	for _, r := range u.ranges {
-		if _, err := io.Copy(io.NewOffsetWriter(u.backup, r[0]), io.NewSectionReader(src, r[0], r[1]-r[0])); err != nil {
-			u.backup.Close()
-			return nil, fmt.Errorf("mkfs: keep a copy of %s to restore on failure: %w", path, err)
+	if cloneFile(u.backup, src) {
+		// A host that clones (btrfs, xfs) keeps the copy for free.
+		for _, sg := range segs {
+			u.ranges = append(u.ranges, [2]int64{sg.Off, sg.Off + sg.Len})
 		}
+		return u, nil
+	}
+	if err := u.saveNonZero(src, segs); err != nil {
+		u.backup.Close()
+		return nil, fmt.Errorf("mkfs: keep a copy of %s to restore on failure: %w", path, err)
 	}
 	return u, nil
+}
+
+// undoChunk is the unit saveNonZero copies or skips.
+const undoChunk = 1 << 20
+
+// saveNonZero copies the data ranges of src to the backup at their
+// offsets, skipping chunks of zeros: a target made with dd from
+// /dev/zero has all its bytes allocated, and a hole reads the same.
+func (u *undo) saveNonZero(src *os.File, segs []Segment) error {
+	buf := make([]byte, undoChunk)
+	for _, sg := range segs {
+		for off := sg.Off; off < sg.Off+sg.Len; {
+			n := min(int64(len(buf)), sg.Off+sg.Len-off)
+			if _, err := src.ReadAt(buf[:n], off); err != nil {
+				return err
+			}
+			if !allZero(buf[:n]) {
+				if _, err := u.backup.WriteAt(buf[:n], off); err != nil {
+					return err
+				}
+				if k := len(u.ranges) - 1; k >= 0 && u.ranges[k][1] == off {
+					u.ranges[k][1] = off + n
+				} else {
+					u.ranges = append(u.ranges, [2]int64{off, off + n})
+				}
+			}
+			off += n
+		}
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // done drops the copy after a successful build.
