@@ -185,6 +185,14 @@ func checkBuilderImage(t *testing.T, tc builderCase, img, src string) {
 		t.Errorf("--shrink left %d bytes of %d", fi.Size(), tc.precreate)
 	}
 	btrfstest.Check(t, []string{img}, true)
+	// A newer btrfs check (6.19's is stricter than Debian's 6.2) where
+	// GOBTRFS_PROGS_DIR names a directory holding one.
+	if d := os.Getenv("GOBTRFS_PROGS_DIR"); d != "" {
+		out, err := exec.Command(filepath.Join(d, "btrfs"), "check", "--readonly", "--check-data-csum", img).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s/btrfs check: %v\n%s", d, err, out)
+		}
+	}
 	want, err := btrfstest.Scan(src)
 	if err != nil {
 		t.Fatal(err)
