@@ -90,6 +90,7 @@ func (fsys *FS) Removexattr(name, attr string) error {
 		if !found {
 			return false, errNoData
 		}
+		applyProp(in, attr, nil)
 		if err := c.replaceItem(k, keep); err != nil {
 			return true, err
 		}

@@ -61,8 +61,12 @@ func basePolicy(o *Options, ct disk.CsumType, ss uint64) (dataPolicy, error) {
 func (fsys *FS) policy(in *winode) (dataPolicy, error) {
 	p := fsys.w.base
 	p.csum = in.item.Flags&disk.InodeNoDataSum == 0
-	if p.comp == compress.None && in.item.Flags&disk.InodeCompress != 0 {
-		p.comp = compress.Zlib
+	if in.item.Flags&disk.InodeCompress != 0 {
+		if t, ok := fsys.propCompression(in); ok && t != p.comp {
+			p.comp, p.level = t, 0 // the property's algorithm at its default level
+		} else if p.comp == compress.None {
+			p.comp = compress.Zlib
+		}
 	}
 	switch {
 	case !p.csum || in.item.Flags&disk.InodeNoDataCow != 0:

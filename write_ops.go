@@ -70,11 +70,15 @@ func (c *wctx) newInodeItem(mode uint32, now time.Time) disk.InodeItem {
 // first name, base in parent.
 func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, now time.Time) error {
 	ibuf := make([]byte, disk.InodeItemSize)
+	inheritFlags(parent, in)
 	in.item.Encode(ibuf)
 	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}, ibuf); err != nil {
 		return err
 	}
 	if err := c.addName(parent, base, in, index, refKey(in.ino, parent.ino)); err != nil {
+		return err
+	}
+	if err := c.inheritProps(parent, in); err != nil {
 		return err
 	}
 	c.touch(parent, now, true)
@@ -170,6 +174,7 @@ func (fsys *FS) Setxattr(name, attr string, value []byte) error {
 		if err := c.checkXattr(in, attr, value); err != nil {
 			return false, err
 		}
+		applyProp(in, attr, value)
 		k := disk.Key{ObjectID: in.ino, Type: disk.XattrItemKey, Offset: disk.NameHash([]byte(attr))}
 		data, found, err := c.tr.Lookup(c.tx, k)
 		if err != nil {
@@ -216,6 +221,9 @@ func checkXattrName(attr string, value []byte) error {
 // (EINVAL), a default ACL only on a directory (EACCES), and an item that
 // fits in a leaf (ENOSPC). value is nil for a removal.
 func (c *wctx) checkXattr(in *winode, attr string, value []byte) error {
+	if strings.HasPrefix(attr, "btrfs.") {
+		return c.checkProp(in, attr, value) // compress_property.go
+	}
 	if strings.HasPrefix(attr, "user.") {
 		if t := in.item.Mode & disk.ModeTypeMask; t != disk.ModeRegular && t != disk.ModeDir {
 			return syscall.EPERM

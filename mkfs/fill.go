@@ -54,10 +54,22 @@ type BuildOptions struct {
 	// for none) and CompressLevel its level (0: the default).
 	Compress      string
 	CompressLevel int
+	// CompressProperty also records Compress as the top directory's
+	// compression property (btrfs.compression, as `btrfs property set /
+	// compression ALG`), so that files made there later, by the kernel
+	// or by gobtrfs, are compressed with it too. gobtrfs mkfs --compress
+	// sets it; mkfs.btrfs does not.
+	CompressProperty bool
 
 	// Subvolumes are directories of the input to make subvolumes of
 	// (paths relative to the top of the input); each must exist in it.
 	Subvolumes []string
+	// Subvols are more subvolumes, each read-only or the default as
+	// asked (mkfs.btrfs --subvol TYPE:SUBDIR).
+	Subvols []Subvolume
+	// InodeFlags set NODATACOW or NODATASUM on paths of the input and
+	// what lies below them (mkfs.btrfs --inode-flags).
+	InodeFlags []InodeFlags
 	// Shrink asks for the smallest image that holds the tree: the
 	// filesystem is built in an image of a size estimated from the input
 	// (or Format.Size, when given), then cut to its last used byte
@@ -104,16 +116,17 @@ type Stats struct {
 // changes their parent's modification time). A commit follows every
 // CommitBytes of data or CommitEntries entries, and one ends the build.
 //
-// An error names the entry it is about. Errors the pre-pass finds leave
-// the image untouched; later ones leave an image holding the entries up
-// to the last commit.
+// An error names the entry it is about. A failed build leaves no trace,
+// as far as it can: an image it created is removed, and an existing
+// image file gets its former contents back (its data was copied aside
+// before the first write; holes cost nothing). A block device keeps what
+// the failure left.
 func Build(path string, open Opener, opts BuildOptions) (*Stats, error) {
 	return BuildContext(context.Background(), path, open, opts)
 }
 
 // BuildContext is Build that stops between entries (with ctx's error)
-// once ctx is done; the image then holds the entries up to the last
-// commit.
+// once ctx is done, undoing the build as any failure does.
 func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptions) (*Stats, error) {
 	subvols := map[string]bool{}
 	for _, sv := range opts.Subvolumes {
@@ -122,6 +135,10 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 			return nil, fmt.Errorf("%w: --subvol %q: not a directory below the top", ErrInput, sv)
 		}
 		subvols[p] = true
+	}
+	plan, err := planFlags(&opts, subvols)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Shrink && opts.Format.Size == 0 && !opts.PrePass {
 		return nil, fmt.Errorf("%w: --shrink without --size needs an input that can be read twice (not standard input)", ErrInput)
@@ -142,7 +159,7 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	if nodeSize == 0 {
 		nodeSize = max(DefaultNodeSize, opts.Format.SectorSize)
 	}
-	f := &filler{ctx: ctx, opts: &opts, nodeSize: nodeSize, chmod: chmod, dirs: map[string]*dirState{}, subvols: subvols}
+	f := &filler{ctx: ctx, opts: &opts, nodeSize: nodeSize, chmod: chmod, dirs: map[string]*dirState{}, subvols: subvols, plan: plan}
 	bopts := writeOptions(&opts, func() time.Time { return f.now })
 	var sum *Summary
 	if opts.PrePass {
@@ -167,16 +184,29 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 			opts.Format.Size = startSize(sum, &opts.Format)
 		}
 	}
-	if err := Format(path, opts.Format); err != nil {
-		return nil, err
-	}
-	fsys, err := btrfs.OpenWritable(path, bopts)
+	u, err := prepareUndo(path)
 	if err != nil {
 		return nil, err
 	}
+	if err := f.format(path, bopts, open); err != nil {
+		return &f.stats, u.restore(err)
+	}
+	u.done()
+	return &f.stats, nil
+}
+
+// format formats path and fills it.
+func (f *filler) format(path string, bopts *btrfs.Options, open Opener) error {
+	if err := Format(path, f.opts.Format); err != nil {
+		return err
+	}
+	fsys, err := btrfs.OpenWritable(path, bopts)
+	if err != nil {
+		return err
+	}
 	f.fsys = fsys
 	err = f.run(open)
-	if err == nil && opts.Shrink {
+	if err == nil && f.opts.Shrink {
 		_, err = fsys.Shrink()
 	}
 	if err != nil {
@@ -185,7 +215,7 @@ func BuildContext(ctx context.Context, path string, open Opener, opts BuildOptio
 	if cerr := fsys.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	return &f.stats, err
+	return err
 }
 
 // startSize is the size of an image Build creates without being given
@@ -321,6 +351,7 @@ type filler struct {
 	now      time.Time                 // creation time, times of implied directories
 	dirs     map[string]*dirState
 	subvols  map[string]bool // directories to make subvolumes; true until made
+	plan     *flagPlan       // subvolume types and inode flags (nil: none)
 	links    [][2]string     // deferred hardlinks: existing path, new path
 	stats    Stats
 	// copying is set by CopyInto: the tree may exist already (directories
@@ -346,7 +377,16 @@ func (f *filler) run(open Opener) error {
 			return err
 		}
 	}
+	if err := f.applyFlags("."); err != nil {
+		return err
+	}
 	if err := f.fill(src); err != nil {
+		return err
+	}
+	if err := f.setCompressProperty(); err != nil {
+		return err
+	}
+	if err := f.finishFlags(); err != nil {
 		return err
 	}
 	f.stats.Commits++
@@ -469,7 +509,10 @@ func (f *filler) clamp(t time.Time) time.Time {
 // derived from the build's seed when reproducible, random otherwise).
 func (f *filler) mkdir(p string, perm fs.FileMode) error {
 	if _, ok := f.subvols[p]; !ok {
-		return f.fsys.Mkdir(p, perm)
+		if err := f.fsys.Mkdir(p, perm); err != nil {
+			return err
+		}
+		return f.applyFlags(p)
 	}
 	so := &btrfs.SubvolumeOptions{Time: f.now}
 	if f.opts.Reproducible {
@@ -482,7 +525,10 @@ func (f *filler) mkdir(p string, perm fs.FileMode) error {
 		return err
 	}
 	f.subvols[p] = false
-	return f.fsys.Chmod(p, perm)
+	if err := f.fsys.Chmod(p, perm); err != nil {
+		return err
+	}
+	return f.applyFlags(p)
 }
 
 // parents makes the missing directories above p (mode 0755, the override

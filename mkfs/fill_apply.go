@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gobtrfs/btrfs"
@@ -96,6 +98,9 @@ func (f *filler) writeFile(e *Entry) (permDone bool, err error) {
 		create, permDone = perm, true
 	}
 	if err := f.fsys.CreateEmpty(p, btrfs.FileModeOf(create)); err != nil {
+		return false, err
+	}
+	if err := f.applyFlags(p); err != nil {
 		return false, err
 	}
 	return permDone, f.writeData(e)
@@ -196,7 +201,14 @@ func (f *filler) attrs(e *Entry, permDone bool) error {
 		}
 	}
 	for _, x := range e.Xattrs {
-		if err := f.fsys.Setxattr(p, x.Name, x.Value); err != nil {
+		err := f.fsys.Setxattr(p, x.Name, x.Value)
+		if err != nil && strings.HasPrefix(x.Name, "btrfs.") && errors.Is(err, syscall.EINVAL) {
+			// A property this inode cannot take here (compression on a
+			// file --inode-flags made NODATACOW): the kernel refuses it
+			// too, and mkfs.btrfs copies it unchecked. Dropped.
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("xattr %q: %w", x.Name, err)
 		}
 	}

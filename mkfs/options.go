@@ -24,6 +24,9 @@ type Options struct {
 	// UUID is the filesystem id; zero picks one (randomly, or from Seed
 	// when Reproducible).
 	UUID disk.UUID
+	// DeviceUUID is the device's id (mkfs.btrfs --device-uuid); zero
+	// picks one as for UUID.
+	DeviceUUID disk.UUID
 	// NodeSize is the tree block size; 0 means 16384 (or the sector size
 	// when that is larger).
 	NodeSize int
@@ -167,35 +170,6 @@ func profile(name string, def bool) (dup bool, err error) {
 	return false, fmt.Errorf("%w: profile %q (only single and dup)", ErrUnsupported, name)
 }
 
-// parseFeatures applies -O names to the mkfs.btrfs 6.2 defaults.
-func parseFeatures(names []string) (features, error) {
-	f := features{extref: true, skinny: true, noHoles: true, fst: true}
-	for _, n := range names {
-		for _, one := range strings.Split(n, ",") {
-			one = strings.ToLower(strings.TrimSpace(one))
-			if one == "" {
-				continue
-			}
-			on := !strings.HasPrefix(one, "^")
-			switch strings.TrimPrefix(one, "^") {
-			case "extref":
-				f.extref = on
-			case "no-holes":
-				f.noHoles = on
-			case "free-space-tree", "fst":
-				f.fst = on
-			case "skinny-metadata":
-				if !on {
-					return f, fmt.Errorf("%w: feature %q (tree blocks are always skinny)", ErrUnsupported, one)
-				}
-			default:
-				return f, fmt.Errorf("%w: feature %q", ErrUnsupported, one)
-			}
-		}
-	}
-	return f, nil
-}
-
 // setUUIDs picks the four identifiers: given, derived from the seed, or
 // random. The device uuid, chunk tree uuid and fs tree uuid are derived
 // from the seed too, each under its own name, so they all differ.
@@ -218,7 +192,10 @@ func (c *config) setUUIDs(opts Options) {
 	if c.fsid.IsZero() {
 		c.fsid = pick("fsid")
 	}
-	c.devUUID = pick("device")
+	c.devUUID = opts.DeviceUUID
+	if c.devUUID.IsZero() {
+		c.devUUID = pick("device")
+	}
 	c.chunkUUID = pick("chunk tree")
 	c.fsUUID = pick("fs tree")
 }

@@ -26,7 +26,8 @@ func main() {
 	// Ctrl-C cancels long work (mkfs, cp, extract) between steps, so
 	// what was committed stays consistent.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.MainContext(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	// Started as mkfs.btrfs (a symlink), it is `gobtrfs mkfs`.
+	code := cli.MainContext(ctx, cli.Args(os.Args), os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

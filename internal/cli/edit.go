@@ -62,6 +62,7 @@ type session struct {
 	image    string       // top level: the image the first path named
 	devices  []string     // top level: the other devices (--device)
 	readOnly bool         // top level: open read-only
+	compress string       // top level: --compress
 	warn     func(string) // top level: where warnings of the open go
 }
 
@@ -77,7 +78,11 @@ func (s *session) path(arg string) (string, error) {
 		return "", usagef("%s: name the path as IMAGE:PATH", arg)
 	}
 	if s.fsys == nil {
-		fsys, err := openImage(image, &btrfs.Options{Devices: s.devices}, !s.readOnly, s.warn)
+		o := &btrfs.Options{Devices: s.devices}
+		if err := setCompress(o, s.compress); err != nil {
+			return "", err
+		}
+		fsys, err := openImage(image, o, !s.readOnly, s.warn)
 		if err != nil {
 			return "", hostErr(err)
 		}
@@ -130,6 +135,9 @@ var deviceFlag = flagDef{name: "device", long: "device", arg: true,
 // transaction, committed only when everything succeeded.
 func wordCommand(w *word) *cobra.Command {
 	flags := append(append([]flagDef(nil), w.flags...), deviceFlag)
+	if compressWords[w.name] {
+		flags = append(flags, compressFlag)
+	}
 	cmd := &cobra.Command{
 		Use:   w.name + " " + strings.ReplaceAll(w.synopsis, "PATH", "IMAGE:PATH"),
 		Short: w.short,
@@ -153,6 +161,9 @@ func wordCommand(w *word) *cobra.Command {
 				return err
 			}
 			s := &session{out: cmd.OutOrStdout(), devices: pa.vals["device"], readOnly: w.readOnly, warn: warner(cmd)}
+			if c := pa.vals["compress"]; len(c) > 0 {
+				s.compress = c[len(c)-1]
+			}
 			err = s.inImage(w.run(s, pa))
 			if s.fsys == nil {
 				return err
@@ -173,7 +184,7 @@ func wordCommand(w *word) *cobra.Command {
 
 func newEditCommand() *cobra.Command {
 	var ff fsFlags
-	var script string
+	var script, compress string
 	cmd := &cobra.Command{
 		Use:   "edit IMAGE [-f SCRIPT]",
 		Short: "Apply a script of editing commands to a filesystem image",
@@ -189,7 +200,11 @@ func newEditCommand() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			fsys, err := openImage(args[0], &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback}, true, warner(cmd))
+			o := &btrfs.Options{Devices: ff.devices, SuperFallback: ff.superFallback}
+			if err := setCompress(o, compress); err != nil {
+				return err
+			}
+			fsys, err := openImage(args[0], o, true, warner(cmd))
 			if err != nil {
 				return err
 			}
@@ -204,6 +219,7 @@ func newEditCommand() *cobra.Command {
 	}
 	ff.register(cmd)
 	cmd.Flags().StringVarP(&script, "file", "f", "-", "read the script from SCRIPT (- for standard input)")
+	cmd.Flags().StringVar(&compress, "compress", "", compressFlag.help)
 	return cmd
 }
 

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,9 +19,15 @@ import (
 type mkfsFlags struct {
 	size, label, uuid, nodeSize, sectorSize, csum string
 	meta, data, rootDir, tarFile, compress        string
-	chown, chmod                                  string
-	features, subvols                             []string
+	chown, chmod, deviceUUID                      string
+	features, runtimeFeatures, subvols            []string
+	inodeFlags                                    []string
 	shrink, reproducible, quiet, force            bool
+	// mkfs.btrfs 6.19 flags that change nothing for gobtrfs (-K: it
+	// never discards; -v: it prints no summary) or that it refuses with
+	// a reason (-M), and the one that only prints (-V).
+	nodiscard, mixed, version, reflink bool
+	verbose                            int
 }
 
 func newMkfsCommand() *cobra.Command {
@@ -48,36 +53,65 @@ override what the input says. With SOURCE_DATE_EPOCH set, or
 are derived from a hash of the input, times newer than SOURCE_DATE_EPOCH
 are clamped to it, nothing is random.
 
-IMAGE is created (sparse) when it does not exist, of --size bytes or else
-of a size estimated from the input (like mkfs.btrfs --rootdir; 256 MiB for
-an empty filesystem); --tar - cannot be measured first and needs --size.
-An existing btrfs filesystem is only overwritten with --force.
+The flags are mkfs.btrfs 6.19's (-b, -L, -U, -n, -s, -m, -d, -O, -f, -q,
+-K, -r, -u/--subvol TYPE:SUBDIR, --inode-flags, --compress, --shrink,
+--reflink, -V), and gobtrfs started through a symlink named mkfs.btrfs
+runs this command, so image builders can use it in its place. With
+SOURCE_DATE_EPOCH, times newer than it are clamped to it; with
+DETERMINISTIC_SEED=1 (which needs -U) the UUIDs derive from -U and the
+input. --compress also sets the top directory's compression property, so
+files added later are compressed too.
+
+IMAGE is created (sparse) when it does not exist, of --byte-count bytes or
+else of a size estimated from the input (like mkfs.btrfs --rootdir; 256
+MiB for an empty filesystem); --tar - cannot be measured first and needs
+-b. A target holding a filesystem or a partition table is only
+overwritten with -f (--force); a mounted one never, nor an image inside
+the --rootdir. A failed mkfs removes the image it created and puts an
+existing image file back as it was.
 Input that cannot be stored (a name over 255 bytes, a symlink target too
 long for the node size) stops mkfs with an error naming the path, before
 anything is written when the input can be read twice (not for --tar -).`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runMkfs(cmd, args[0], &fl) },
+		Args: mkfsArgs(&fl),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if done, err := mkfsInfoOnly(cmd, &fl); done || err != nil {
+				return err
+			}
+			return runMkfs(cmd, args[0], &fl)
+		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&fl.size, "size", "b", "", "filesystem size (K, M, G, T suffixes; default: the file's or device's size)")
+	f.StringVarP(&fl.size, "byte-count", "b", "", "filesystem size (K, M, G, T suffixes; default: the file's or device's size)")
+	f.StringVar(&fl.size, "size", "", "the same as --byte-count")
 	f.StringVarP(&fl.label, "label", "L", "", "filesystem label")
 	f.StringVarP(&fl.uuid, "uuid", "U", "", "filesystem UUID")
 	f.StringVarP(&fl.nodeSize, "nodesize", "n", "", "tree block size (default 16K)")
 	f.StringVarP(&fl.sectorSize, "sectorsize", "s", "", "data block size (default 4K)")
-	f.StringVar(&fl.csum, "csum", "crc32c", "checksum: crc32c, xxhash, sha256 or blake2")
+	f.StringVar(&fl.csum, "csum", "", "checksum: crc32c (default), xxhash, sha256 or blake2")
+	f.StringVar(&fl.csum, "checksum", "", "the same as --csum")
 	f.StringVarP(&fl.meta, "metadata", "m", "", "metadata profile: single or dup (default dup)")
 	f.StringVarP(&fl.data, "data", "d", "", "data profile: single or dup (default single)")
-	f.StringArrayVarP(&fl.features, "features", "O", nil, "mkfs.btrfs feature names, comma separated, ^ to disable (repeatable)")
+	f.StringArrayVarP(&fl.features, "features", "O", nil, "mkfs.btrfs feature names, comma separated, ^ to disable (repeatable; list-all lists them)")
+	f.StringArrayVarP(&fl.runtimeFeatures, "runtime-features", "R", nil, "deprecated (removed in mkfs.btrfs 6.3): taken as -O")
 	f.StringVarP(&fl.rootDir, "rootdir", "r", "", "copy this directory into the filesystem")
 	f.StringVar(&fl.tarFile, "tar", "", "fill the filesystem from this tar file (- for standard input)")
-	f.StringArrayVar(&fl.subvols, "subvol", nil, "make this directory of the input a subvolume (repeatable)")
+	f.StringArrayVarP(&fl.subvols, "subvol", "u", nil, "[TYPE:]SUBDIR: make this directory of the input a subvolume; TYPE rw (default), ro, default or default-ro (repeatable)")
+	f.StringArrayVar(&fl.inodeFlags, "inode-flags", nil, "FLAGS:PATH: set nodatacow and/or nodatasum (comma separated) on PATH of the input and below it (repeatable)")
+	f.BoolVar(&fl.reflink, "reflink", false, "(with --rootdir) share file data with the input by cloning ranges, where the host can")
 	f.StringVar(&fl.compress, "compress", "", "compress file data: zlib, lzo or zstd, optionally :LEVEL")
 	f.StringVar(&fl.chown, "chown", "", "owner of every entry, UID:GID")
 	f.StringVar(&fl.chmod, "chmod", "", "mode override of every entry (rsync --chmod notation)")
 	f.BoolVar(&fl.shrink, "shrink", false, "make the image as small as the tree allows")
 	f.BoolVar(&fl.reproducible, "reproducible", false, "byte-identical output for the same input (implied by SOURCE_DATE_EPOCH)")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "no progress display")
-	f.BoolVarP(&fl.force, "force", "f", false, "overwrite an existing btrfs filesystem")
+	f.BoolVarP(&fl.force, "force", "f", false, "overwrite an existing filesystem or partition table")
+	f.StringVar(&fl.deviceUUID, "device-uuid", "", "the device UUID (sub-uuid)")
+	f.BoolVarP(&fl.nodiscard, "nodiscard", "K", false, "do not TRIM the device (gobtrfs never does)")
+	f.BoolVarP(&fl.mixed, "mixed", "M", false, "mixed data and metadata block groups (not supported)")
+	f.CountVarP(&fl.verbose, "verbose", "v", "more messages (accepted for mkfs.btrfs compatibility)")
+	f.BoolVarP(&fl.version, "version", "V", false, "print the version and exit")
+	_ = f.MarkHidden("size")
+	_ = f.MarkHidden("checksum")
 	return cmd
 }
 
@@ -87,9 +121,21 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := mkfsCheckNotInside(image, fl.rootDir); err != nil {
+		return err
+	}
 	open, cleanup, err := fl.opener(cmd.InOrStdin(), opts)
 	if err != nil {
 		return err
+	}
+	if len(fl.runtimeFeatures) > 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), "WARNING: runtime features are deprecated, use -O|--features instead")
+	}
+	if fl.reflink {
+		if err := reflinkCheck(cmd.ErrOrStderr(), fl.rootDir, image); err != nil {
+			cleanup()
+			return err
+		}
 	}
 	// With an input read twice, mkfs sizes a new image from it (as
 	// mkfs.btrfs --rootdir does); otherwise a new image needs --size.
@@ -110,7 +156,7 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 // buildOptions turns the flags into mkfs.BuildOptions; errors are usage
 // errors.
 func (fl *mkfsFlags) buildOptions() (*mkfs.BuildOptions, error) {
-	o := &mkfs.BuildOptions{Reproducible: fl.reproducible, Subvolumes: fl.subvols, Shrink: fl.shrink}
+	o := &mkfs.BuildOptions{Reproducible: fl.reproducible, Shrink: fl.shrink}
 	fo := &o.Format
 	var err error
 	if fl.size != "" {
@@ -133,7 +179,10 @@ func (fl *mkfsFlags) buildOptions() (*mkfs.BuildOptions, error) {
 		}
 		*x.dst = int(v)
 	}
-	fo.Label, fo.MetadataProfile, fo.DataProfile, fo.Features = fl.label, fl.meta, fl.data, fl.features
+	fo.Label, fo.MetadataProfile, fo.DataProfile = fl.label, fl.meta, fl.data
+	if err := fl.progsOptions(o); err != nil {
+		return nil, err
+	}
 	if fl.uuid != "" {
 		if fo.UUID, err = disk.ParseUUID(fl.uuid); err != nil || fo.UUID.IsZero() {
 			return nil, usagef("--uuid %q: not a UUID", fl.uuid)
@@ -147,7 +196,10 @@ func (fl *mkfsFlags) buildOptions() (*mkfs.BuildOptions, error) {
 	}
 	if fl.compress != "" {
 		alg, lvl, _ := strings.Cut(fl.compress, ":")
-		o.Compress = strings.ToLower(alg)
+		o.Compress, o.CompressProperty = strings.ToLower(alg), true
+		if o.Compress == "no" || o.Compress == "none" {
+			o.Compress = "" // mkfs.btrfs's spelling of the default
+		}
 		if lvl != "" {
 			if o.CompressLevel, err = strconv.Atoi(lvl); err != nil {
 				return nil, usagef("--compress %q: bad level", fl.compress)
@@ -172,6 +224,9 @@ func (fl *mkfsFlags) buildOptions() (*mkfs.BuildOptions, error) {
 		}
 		o.Epoch = time.Unix(secs, 0)
 		o.Reproducible = true
+	}
+	if err := deterministicSeed(o); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -235,28 +290,6 @@ type emptySource struct{}
 
 func (emptySource) Next() (*mkfs.Entry, error) { return nil, io.EOF }
 func (emptySource) Close() error               { return nil }
-
-// mkfsCheckTarget refuses to overwrite a btrfs filesystem without
-// --force, and a missing image that nothing gives a size to.
-func mkfsCheckTarget(image string, sized bool, force bool) error {
-	f, err := os.Open(image)
-	if errors.Is(err, os.ErrNotExist) {
-		if !sized {
-			return usagef("%s does not exist; give --size to create it", image)
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var b [8]byte
-	if _, err := f.ReadAt(b[:], disk.SuperblockOffset+0x40); err == nil &&
-		binary.LittleEndian.Uint64(b[:]) == disk.Magic && !force {
-		return fmt.Errorf("%s holds a btrfs filesystem; use --force to overwrite it", image)
-	}
-	return nil
-}
 
 // mkfsParseSize reads a byte count with an optional binary suffix (K, M,
 // G, T, P, E; "KiB" and "KB" spellings too, all powers of 1024 as in

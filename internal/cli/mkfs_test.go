@@ -56,6 +56,14 @@ func TestMkfsUsage(t *testing.T) {
 		{"mkfs", "--size", "256M", "--uuid", "nope", img},
 		{"mkfs", "--size", "256M", "--rootdir", dir, "--tar", "-", img},
 		{"mkfs", "--size", "256M", "--compress", "zstd:x", img},
+		{"mkfs", "--size", "256M", "--compress", "zstd", img}, // needs an input, as in mkfs.btrfs
+		{"mkfs", "--size", "256M", "--subvol", "home", img},
+		{"mkfs", "--size", "256M", "--shrink", img},
+		{"mkfs", "--size", "256M", "--reflink", img},
+		{"mkfs", "--size", "256M", "--rootdir", dir, "--inode-flags", "nodatacow", img},
+		{"mkfs", "--size", "256M", "--rootdir", dir, "--inode-flags", "immutable:x", img},
+		{"mkfs", "--size", "256M", "--device-uuid", "x", img},
+		{"mkfs", img, img + "2"}, // one device only
 	} {
 		if _, stderr, code := run(t, args...); code != ExitUsage || strings.Contains(stderr, "unknown command") {
 			t.Errorf("%q: exit %d, want %d (%s)", args, code, ExitUsage, stderr)
@@ -74,7 +82,10 @@ func TestMkfsFailures(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--subvol", "home"}, "no such directory"},
+		{[]string{"--rootdir", t.TempDir(), "--subvol", "home"}, "no such directory"},
+		{[]string{"--rootdir", t.TempDir(), "--inode-flags", "nodatacow:nothere"}, "nothere"},
+		{[]string{"-M"}, "mixed"},
+		{[]string{"-O", "block-group-tree"}, "block-group-tree"},
 		{[]string{"-m", "raid1"}, "raid1"},
 		{[]string{"--rootdir", filepath.Join(dir, "missing")}, "missing"},
 		{[]string{"--tar", filepath.Join(dir, "missing.tar")}, "missing.tar"},
