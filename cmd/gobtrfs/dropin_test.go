@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 // mkfsBtrfs returns the path of a mkfs.btrfs symlink to this binary.
-func mkfsBtrfs(t *testing.T) string {
+func mkfsBtrfs(t testing.TB) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -42,7 +42,7 @@ func mkfsBtrfs(t *testing.T) string {
 // rootfs writes a small root filesystem tree: directories that become
 // subvolumes, text, a compressible and an incompressible file, a
 // symlink and a hardlink.
-func rootfs(t *testing.T) string {
+func rootfs(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	noise := make([]byte, 300<<10)
@@ -103,16 +103,15 @@ type builderCase struct {
 	shrunk    bool     // the image must end smaller than precreated
 }
 
-// TestMkfsBtrfsBuilders runs the command lines image builders use,
-// through a mkfs.btrfs symlink to gobtrfs: each image passes btrfs check
-// with data checksums, and the kernel mounts it and shows the input
-// (with the label, UUID and subvolumes asked for).
-func TestMkfsBtrfsBuilders(t *testing.T) {
-	btrfstest.RequireInterop(t)
-	bin := mkfsBtrfs(t)
-	src := rootfs(t)
-	const uuid = "5a1d0b3e-7c2f-4e11-9d3a-0123456789ab"
-	for _, tc := range []builderCase{
+// builderUUID is the -U of the builder lines that pass one.
+const builderUUID = "5a1d0b3e-7c2f-4e11-9d3a-0123456789ab"
+
+// builderCases are the mkfs.btrfs command lines of the image builders
+// (systemd-repart, Yocto, genimage, NixOS, wic), for the test and the
+// benchmark against mkfs.btrfs.
+func builderCases() []builderCase {
+	const uuid = builderUUID
+	return []builderCase{
 		{name: "systemd-repart", precreate: 256 << 20, label: "root", uuid: uuid,
 			args: []string{"-L", "root", "-U", uuid, "--nodiscard", "-r", "ROOT", "--subvol", "home",
 				"--subvol", "ro:usr", "--inode-flags", "nodatacow:var/lib/machines", "--compress", "zstd:3", "IMG"},
@@ -126,7 +125,18 @@ func TestMkfsBtrfsBuilders(t *testing.T) {
 			subvols: []string{"nix"}},
 		{name: "wic", precreate: 300 << 20, uuid: uuid,
 			args: []string{"-b", "300M", "-r", "ROOT", "-U", uuid, "IMG"}},
-	} {
+	}
+}
+
+// TestMkfsBtrfsBuilders runs the command lines image builders use,
+// through a mkfs.btrfs symlink to gobtrfs: each image passes btrfs check
+// with data checksums, and the kernel mounts it and shows the input
+// (with the label, UUID and subvolumes asked for).
+func TestMkfsBtrfsBuilders(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	bin := mkfsBtrfs(t)
+	src := rootfs(t)
+	for _, tc := range builderCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			img := filepath.Join(t.TempDir(), tc.name+".img")
 			if tc.precreate >= 0 {
