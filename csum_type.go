@@ -14,11 +14,15 @@ type CsumType uint16
 
 // The checksum algorithms btrfs defines, with their on-disk numbers.
 const (
-	CsumCRC32C = CsumType(disk.CsumCRC32C)
-	CsumXXHash = CsumType(disk.CsumXXHash) // XXH64
-	CsumSHA256 = CsumType(disk.CsumSHA256)
-	CsumBlake2 = CsumType(disk.CsumBlake2) // BLAKE2b-256
+	CsumCRC32C CsumType = 0
+	CsumXXHash CsumType = 1 // XXH64
+	CsumSHA256 CsumType = 2
+	CsumBlake2 CsumType = 3 // BLAKE2b-256
 )
+
+// The on-disk numbers are the format's; a mismatch stops the build.
+var _ = [1]struct{}{}[CsumCRC32C-CsumType(disk.CsumCRC32C)+CsumXXHash-CsumType(disk.CsumXXHash)+
+	CsumSHA256-CsumType(disk.CsumSHA256)+CsumBlake2-CsumType(disk.CsumBlake2)]
 
 // String returns the name btrfs-progs prints: crc32c, xxhash64, sha256,
 // blake2b, or unknown(N).
