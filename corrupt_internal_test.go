@@ -171,7 +171,7 @@ func TestTreeLoopIsCaught(t *testing.T) {
 	// is itself, with a valid checksum: the reader must refuse it by level.
 	root := fsys.rootTree.Addr
 	offs := physical(t, fsys, root)
-	sb := fsys.Superblock()
+	sb := fsys.superblock()
 	fsys.Close()
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {

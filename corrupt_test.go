@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -17,6 +16,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // sparseImage is an image held in memory as its non-zero 4 KiB sectors.
@@ -196,7 +196,7 @@ func TestRandomCorruption(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb := base.Superblock()
+		sb := fsview.Of(base).Superblock()
 		base.Close()
 		opened, failed := 0, 0
 		for i := 0; i < rounds; i++ {
@@ -227,17 +227,6 @@ func TestRandomCorruption(t *testing.T) {
 	}
 }
 
-func ExampleOpen() {
-	fsys, err := btrfs.Open("disk.img", nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer fsys.Close()
-	data, err := fs.ReadFile(fsys, "etc/hostname")
-	fmt.Println(string(data), err)
-}
-
 // FuzzCorruptImage applies mutations chosen by the fuzzer to a committed
 // fixture: every 5 bytes pick a non-zero sector (2 bytes), an offset in it
 // (2 bytes) and a xor mask (1 byte); the first byte's low bit says whether
@@ -248,7 +237,7 @@ func FuzzCorruptImage(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	sb := base.Superblock()
+	sb := fsview.Of(base).Superblock()
 	base.Close()
 	f.Add([]byte{1, 0, 0, 0, 16, 0xff})
 	f.Add([]byte{0, 3, 0, 0, 200, 0x01, 4, 0, 1, 0, 0x80})

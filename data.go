@@ -218,7 +218,7 @@ func (v *dataView) readData(in *inode, buf []byte, logical disk.LogicalAddr) err
 		return true
 	}
 	if err := v.data.ReadLogical(buf, logical, verify); err != nil {
-		return &DataError{Subvolume: uint64(in.sv.id), Ino: uint64(in.ino), Logical: logical, Bad: bad, Err: err}
+		return &DataError{Subvolume: uint64(in.sv.id), Ino: uint64(in.ino), Logical: uint64(logical), Bad: uint64(bad), Err: err}
 	}
 	return nil
 }

@@ -12,12 +12,12 @@ import (
 // the read's own error (which copies failed how) is kept for errors.Is
 // and errors.As.
 type DataError struct {
-	Subvolume uint64           // the subvolume holding the file
-	Ino       uint64           // the file's inode number
-	Logical   disk.LogicalAddr // start of the data read
+	Subvolume uint64 // the subvolume holding the file
+	Ino       uint64 // the file's inode number
+	Logical   uint64 // logical address of the start of the data read
 	// Bad is the first sector whose checksum did not match in any copy;
 	// 0 when the read failed otherwise (a device error, a missing device).
-	Bad disk.LogicalAddr
+	Bad uint64
 	Err error
 }
 
@@ -25,9 +25,9 @@ type DataError struct {
 func (e *DataError) Error() string {
 	if e.Bad != 0 {
 		return fmt.Sprintf("damaged file data: checksum mismatch at logical %d in every copy (inode %d, subvolume %d)",
-			uint64(e.Bad), e.Ino, e.Subvolume)
+			e.Bad, e.Ino, e.Subvolume)
 	}
-	return fmt.Sprintf("file data at logical %d unreadable (inode %d, subvolume %d): %v", uint64(e.Logical), e.Ino, e.Subvolume, e.Err)
+	return fmt.Sprintf("file data at logical %d unreadable (inode %d, subvolume %d): %v", e.Logical, e.Ino, e.Subvolume, e.Err)
 }
 
 // Unwrap lets errors.Is find ErrCorrupt and the causes of the read.

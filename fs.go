@@ -50,14 +50,6 @@ type subvol struct {
 	item  disk.RootItem
 }
 
-// Superblock returns a copy of the superblock of the last commit (the one
-// the filesystem was opened from, for read-only opens).
-func (fsys *FS) Superblock() disk.Superblock {
-	fsys.rlock()
-	defer fsys.runlock()
-	return *fsys.sb
-}
-
 // SectorSize is the filesystem's sector size.
 func (fsys *FS) SectorSize() uint32 {
 	fsys.rlock() // a commit replaces fsys.sb (with the same sector size)

@@ -72,7 +72,7 @@ func (fsys *FS) Info() (*Info, error) {
 
 func (fsys *FS) devices() ([]DeviceInfo, error) {
 	var out []DeviceInfo
-	err := ctree.Walk(fsys.blocks, fsys.ChunkRoot(), func(n disk.Node, _ int) error {
+	err := ctree.Walk(fsys.blocks, fsys.chunkRoot(), func(n disk.Node, _ int) error {
 		for i := 0; n.IsLeaf() && i < n.NumItems(); i++ {
 			k := n.Key(i)
 			if k.Type != disk.DevItemKey {

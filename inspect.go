@@ -4,46 +4,60 @@ import (
 	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
-// This file gives the module's own tools (dump-tree, info, check) the
-// layers under the filesystem. Its results carry internal types, so code
-// outside this module cannot use them; that is intended.
+// This file gives the module's own tools (dump-tree, info, check, tests)
+// the layers under the filesystem through internal/fsview. They carry
+// internal types, so they are not methods of FS: the exported API names
+// public types only (docs/design/0014-public-api.md).
 
-// TreeRoot names one tree and where its root block is.
-type TreeRoot struct {
-	// ID is the tree id (ROOT_ITEM objectid).
-	ID disk.ObjectID
-	// Key is the ROOT_ITEM key in the root tree (zero for the root and
-	// chunk trees, which the superblock locates).
-	Key disk.Key
-	// Root locates the root block.
-	Root ctree.Root
-	// Item is the decoded ROOT_ITEM (zero for the root and chunk trees).
-	Item disk.RootItem
+func init() {
+	fsview.Register(func(f any) (fsview.View, bool) {
+		fsys, ok := f.(*FS)
+		if !ok || fsys == nil {
+			return nil, false
+		}
+		return inside{fsys}, true
+	})
 }
 
-// BlockReader returns the reader of verified tree blocks.
-func (fsys *FS) BlockReader() ctree.Reader { return fsys.blocks }
+// inside implements fsview.View; its methods are exported only to satisfy
+// the interface, and the type is not.
+type inside struct{ fsys *FS }
 
-// ChunkRoot and RootTree locate the two trees the superblock points to.
-func (fsys *FS) ChunkRoot() ctree.Root {
+func (v inside) Superblock() disk.Superblock { return v.fsys.superblock() }
+func (v inside) BlockReader() ctree.Reader   { return v.fsys.blocks }
+func (v inside) ChunkRoot() ctree.Root       { return v.fsys.chunkRoot() }
+func (v inside) RootTree() ctree.Root        { return v.fsys.rootTree }
+func (v inside) ChunkMap() *chunk.Map        { return v.fsys.chunks }
+func (v inside) Trees() ([]fsview.TreeRoot, error) {
+	return v.fsys.trees()
+}
+func (v inside) ReadBlockAt(addr disk.LogicalAddr) (disk.Node, error) {
+	return v.fsys.blocks.ReadBlock(addr, disk.Expect{Bytenr: addr, Level: -1})
+}
+
+// superblock returns a copy of the superblock of the last commit (the one
+// the filesystem was opened from, for read-only opens).
+func (fsys *FS) superblock() disk.Superblock {
+	fsys.rlock()
+	defer fsys.runlock()
+	return *fsys.sb
+}
+
+// chunkRoot locates the chunk tree the superblock points to.
+func (fsys *FS) chunkRoot() ctree.Root {
 	sb := fsys.sb
 	return ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
 }
 
-// RootTree locates the tree of tree roots.
-func (fsys *FS) RootTree() ctree.Root { return fsys.rootTree }
-
-// ChunkMap returns the logical to physical map.
-func (fsys *FS) ChunkMap() *chunk.Map { return fsys.chunks }
-
-// Trees lists every tree with a ROOT_ITEM in the root tree, in key order.
-func (fsys *FS) Trees() ([]TreeRoot, error) {
+// trees lists every tree with a ROOT_ITEM in the root tree, in key order.
+func (fsys *FS) trees() ([]fsview.TreeRoot, error) {
 	fsys.rlock()
 	defer fsys.runlock()
 	c := fsys.cursor(fsys.rootTree)
-	var out []TreeRoot
+	var out []fsview.TreeRoot
 	ok, err := c.First()
 	for ; ok && err == nil; ok, err = c.Next() {
 		k := c.Key()
@@ -54,14 +68,8 @@ func (fsys *FS) Trees() ([]TreeRoot, error) {
 		if derr := ri.Decode(c.Data()); derr != nil {
 			return out, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k, What: "root item", Err: derr}
 		}
-		out = append(out, TreeRoot{ID: k.ObjectID, Key: k, Item: ri,
+		out = append(out, fsview.TreeRoot{ID: k.ObjectID, Key: k, Item: ri,
 			Root: ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: k.ObjectID}})
 	}
 	return out, err
-}
-
-// ReadBlockAt reads and verifies the tree block at addr without knowing
-// its parent (dump-tree -b).
-func (fsys *FS) ReadBlockAt(addr disk.LogicalAddr) (disk.Node, error) {
-	return fsys.blocks.ReadBlock(addr, disk.Expect{Bytenr: addr, Level: -1})
 }

@@ -14,6 +14,8 @@ import (
 // path, read-only. Other devices of a multi-device filesystem are given in
 // opts.Devices; with some missing, reads go on wherever another copy or
 // parity can serve them (like mount -o degraded,ro). opts may be nil.
+// Every change (Mkdir, WriteFile, File.WriteAt, Commit, ...) is refused
+// with an error matching syscall.EROFS and fs.ErrPermission.
 func Open(path string, opts *Options) (*FS, error) {
 	var o Options
 	if opts != nil {

@@ -2,8 +2,19 @@ package btrfs
 
 import "time"
 
-// Options tune Open. The zero value opens the filesystem read-only with
-// default cache sizes, using the primary superblock as the kernel does.
+// Options tune Open and OpenWritable (and OpenDevices); a nil *Options is
+// the zero value. The zero value reads with default cache sizes, using the
+// primary superblock as the kernel does, and writes (OpenWritable) without
+// compression, with inline extents up to 2048 bytes, committing in the
+// background every 30 seconds and when a transaction holds a tenth of the
+// machine's memory.
+//
+// Devices, CacheBytes and NoDataChecksums apply to both opens;
+// SuperFallback only to Open (OpenWritable always starts from the primary
+// superblock, which its commits write); the fields from Compress on only
+// to OpenWritable, and Open ignores them. An FS opened
+// with Open refuses every change with an error matching syscall.EROFS, as
+// a read-only mount does, and fs.ErrPermission.
 type Options struct {
 	// Devices are the other devices of a multi-device filesystem, in any
 	// order; they are matched by fsid and devid.

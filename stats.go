@@ -105,10 +105,10 @@ func (w WriteCounters) Total() TreeCounters {
 // commits, the bytes it wrote to the devices and the B-tree engine's
 // counters per tree. It may be called while changes run (each counter is
 // read atomically, not all of them at one instant). A read-only FS has
-// none: the error is fs.ErrPermission.
+// none: the error matches syscall.EROFS and fs.ErrPermission.
 func (fsys *FS) WriteCounters() (WriteCounters, error) {
 	if fsys.w == nil {
-		return WriteCounters{}, &fs.PathError{Op: "counters", Path: ".", Err: fs.ErrPermission}
+		return WriteCounters{}, &fs.PathError{Op: "counters", Path: ".", Err: errReadOnly}
 	}
 	tfs := fsys.w.tfs
 	wc := WriteCounters{Commits: tfs.Commits(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{}}

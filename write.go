@@ -211,7 +211,7 @@ func (fsys *FS) followCommit() error {
 // writable returns the write side, or an error for a read-only FS.
 func (fsys *FS) writable(op, name string) (*writer, error) {
 	if fsys.w == nil || fsys.view {
-		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrPermission}
+		return nil, &fs.PathError{Op: op, Path: name, Err: errReadOnly}
 	}
 	return fsys.w, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // Power loss during concurrent changes and Syncs (issue 10).
@@ -491,7 +492,7 @@ func runLiveRecorded(t *testing.T, base *crashImage, cfg liveCrashConfig, change
 		t.Fatalf("open for writing: %v", err)
 	}
 	rec.mu.Lock()
-	sb0 := fsys.Superblock()
+	sb0 := fsview.Of(fsys).Superblock()
 	rec.fsid, rec.nodeSize = sb0.MetadataFSID(), int(sb0.NodeSize)
 	rec.commits[sb0.Generation] = liveCommit{done: make([]int, n), begun: make([]int, n)}
 	rec.mu.Unlock()
@@ -600,7 +601,7 @@ func checkLiveCrash(t *testing.T, d *blockdev.Mem, path string, rec *liveRecorde
 	if err != nil {
 		t.Fatalf("%s: open: %v", what, err)
 	}
-	gen := fsys.Superblock().Generation
+	gen := fsview.Of(fsys).Superblock().Generation
 	c, ok := rec.commits[gen]
 	if !ok {
 		fsys.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // kernelDataFiles are the regular files of the kernel fixture with one
@@ -167,12 +168,12 @@ func TestDataSemantics(t *testing.T) {
 	semanticsSizes(t, fsys)
 	semanticsPrealloc(t, fsys)
 	semanticsFlagsClone(t, fsys)
-	used := fsys.Superblock().BytesUsed
+	used := fsview.Of(fsys).Superblock().BytesUsed
 	mustOK(t, fsys.Remove("pre"))
 	mustOK(t, fsys.Remove("src"))
 	mustOK(t, fsys.Remove("dst"))
 	mustOK(t, fsys.Commit())
-	if after := fsys.Superblock().BytesUsed; after+(1<<20) > used {
+	if after := fsview.Of(fsys).Superblock().BytesUsed; after+(1<<20) > used {
 		t.Errorf("bytes used %d -> %d after removing 1 MiB prealloc and a shared 128 KiB", used, after)
 	}
 	mustOK(t, fsys.Close())
@@ -342,7 +343,7 @@ func TestDataCompressionFeatureFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fsys.Close()
-	if fsys.Superblock().IncompatFlags&disk.IncompatCompressZstd != 0 {
+	if fsview.Of(fsys).Superblock().IncompatFlags&disk.IncompatCompressZstd != 0 {
 		t.Fatal("fixture already has COMPRESS_ZSTD")
 	}
 	if err := fsys.WriteFile("z", bytes.Repeat([]byte("zstd "), 50000), 0o644); err != nil {
@@ -357,7 +358,7 @@ func TestDataCompressionFeatureFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if ro.Superblock().IncompatFlags&disk.IncompatCompressZstd == 0 {
+	if fsview.Of(ro).Superblock().IncompatFlags&disk.IncompatCompressZstd == 0 {
 		t.Error("COMPRESS_ZSTD not set after writing zstd extents")
 	}
 }

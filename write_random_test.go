@@ -20,6 +20,7 @@ import (
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 	"golang.org/x/sys/unix"
 )
 
@@ -758,7 +759,7 @@ func TestRandomWriteHeightAndChunks(t *testing.T) {
 	img := btrfstest.Mkfs(t, mk)
 	devs := []string{img}
 	fsys := openWritable(t, devs)
-	chunks0 := fsys.ChunkMap().Len()
+	chunks0 := fsview.Of(fsys).ChunkMap().Len()
 	m := newModel(4096, &mNode{e: btrfstest.Entry{Type: btrfstest.TypeDir, Perm: 0o755}})
 	ru := newRunner(t, fsys, m, seed)
 	const perFile, rounds = 40, 3
@@ -781,12 +782,12 @@ func TestRandomWriteHeightAndChunks(t *testing.T) {
 		ru.commitAndCompare(devs)
 		level = fsTreeLevel(t, fsys)
 		t.Logf("round %d: %d ops, fs tree root level %d, %d chunks (mkfs made %d)",
-			round, ru.n, level, fsys.ChunkMap().Len(), chunks0)
+			round, ru.n, level, fsview.Of(fsys).ChunkMap().Len(), chunks0)
 	}
 	if level < 2 {
 		t.Errorf("fs tree root level %d, want at least 2 (height 3)", level)
 	}
-	if n := fsys.ChunkMap().Len(); n <= chunks0 {
+	if n := fsview.Of(fsys).ChunkMap().Len(); n <= chunks0 {
 		t.Errorf("%d chunks after filling metadata, mkfs made %d: no new chunk", n, chunks0)
 	}
 	if err := fsys.Close(); err != nil {
@@ -802,7 +803,7 @@ func TestRandomWriteHeightAndChunks(t *testing.T) {
 // fsTreeLevel returns the level of the top-level subvolume tree's root.
 func fsTreeLevel(t *testing.T, fsys *btrfs.FS) int {
 	t.Helper()
-	trees, err := fsys.Trees()
+	trees, err := fsview.Of(fsys).Trees()
 	if err != nil {
 		t.Fatal(err)
 	}

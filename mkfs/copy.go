@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // CopyOptions choose what CopyInto keeps of the entries it copies. The
@@ -66,7 +67,7 @@ func CopyIntoContext(ctx context.Context, fsys *btrfs.FS, src Source, dest strin
 	if !opts.KeepOwner {
 		bo.Owner = &Owner{}
 	}
-	f := &filler{ctx: ctx, fsys: fsys, opts: &bo, nodeSize: int(fsys.Superblock().NodeSize),
+	f := &filler{ctx: ctx, fsys: fsys, opts: &bo, nodeSize: int(fsview.Of(fsys).Superblock().NodeSize),
 		dirs: map[string]*dirState{}, now: time.Now(), copying: true}
 	if !opts.KeepMode {
 		umask := opts.Umask

@@ -28,7 +28,7 @@ func Format(path string, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("mkfs: %w", err)
 		}
-		return closeAfter(d, FormatDevice(d, opts))
+		return closeAfter(d, formatDevice(d, opts))
 	case err != nil:
 		return fmt.Errorf("mkfs: %w", err)
 	}
@@ -39,7 +39,7 @@ func Format(path string, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("mkfs: %w", err)
 	}
-	return closeAfter(d, FormatDevice(d, opts))
+	return closeAfter(d, formatDevice(d, opts))
 }
 
 func closeAfter(d blockdev.Device, err error) error {
@@ -49,11 +49,11 @@ func closeAfter(d blockdev.Device, err error) error {
 	return err
 }
 
-// FormatDevice creates a new filesystem on dev, using its first
+// formatDevice creates a new filesystem on dev, using its first
 // opts.Size bytes (all of it when opts.Size is 0). It writes the tree
 // blocks (every copy), syncs, writes every superblock copy that fits and
 // syncs again. It does not close dev.
-func FormatDevice(dev blockdev.Device, opts Options) error {
+func formatDevice(dev blockdev.Device, opts Options) error {
 	c, err := resolve(opts, dev.Size())
 	if err != nil {
 		return err

@@ -23,9 +23,9 @@ var optionSets = []struct {
 }{
 	{"default", Options{}},
 	{"n4k-single", Options{NodeSize: 4096, MetadataProfile: "single"}},
-	{"n64k-xxhash", Options{NodeSize: 65536, Csum: disk.CsumXXHash}},
-	{"sha256-datadup", Options{Csum: disk.CsumSHA256, DataProfile: "dup"}},
-	{"blake2-alldup", Options{Csum: disk.CsumBlake2, MetadataProfile: "dup", DataProfile: "dup", Label: "gobtrfs"}},
+	{"n64k-xxhash", Options{NodeSize: 65536, Csum: btrfs.CsumXXHash}},
+	{"sha256-datadup", Options{Csum: btrfs.CsumSHA256, DataProfile: "dup"}},
+	{"blake2-alldup", Options{Csum: btrfs.CsumBlake2, MetadataProfile: "dup", DataProfile: "dup", Label: "gobtrfs"}},
 	{"single-nofst", Options{MetadataProfile: "single", DataProfile: "single", Features: []string{"^free-space-tree", "^no-holes"}}},
 }
 
@@ -33,8 +33,8 @@ var optionSets = []struct {
 func formatMem(t *testing.T, size int64, opts Options) *blockdev.Mem {
 	t.Helper()
 	d := blockdev.NewMem(size)
-	if err := FormatDevice(d, opts); err != nil {
-		t.Fatalf("FormatDevice: %v", err)
+	if err := formatDevice(d, opts); err != nil {
+		t.Fatalf("formatDevice: %v", err)
 	}
 	return d
 }
@@ -77,8 +77,8 @@ func (r *recorder) Close() error { return nil }
 func recordFormat(t *testing.T, size int64, o Options) map[int64][]byte {
 	t.Helper()
 	r := &recorder{size: size}
-	if err := FormatDevice(r, o); err != nil {
-		t.Fatalf("FormatDevice: %v", err)
+	if err := formatDevice(r, o); err != nil {
+		t.Fatalf("formatDevice: %v", err)
 	}
 	return r.writes
 }
@@ -142,14 +142,14 @@ func TestOptionErrors(t *testing.T) {
 		{Csum: 9},
 	}
 	for _, o := range bad {
-		if err := FormatDevice(blockdev.NewMem(256<<20), o); !errors.Is(err, ErrUnsupported) {
+		if err := formatDevice(blockdev.NewMem(256<<20), o); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%+v: error %v, want ErrUnsupported", o, err)
 		}
 	}
-	if err := FormatDevice(blockdev.NewMem(64<<20), Options{}); err == nil {
+	if err := formatDevice(blockdev.NewMem(64<<20), Options{}); err == nil {
 		t.Error("64 MiB device with DUP metadata accepted")
 	}
-	if err := FormatDevice(blockdev.NewMem(64<<20), Options{Size: 128 << 20}); err == nil {
+	if err := formatDevice(blockdev.NewMem(64<<20), Options{Size: 128 << 20}); err == nil {
 		t.Error("size beyond the device accepted")
 	}
 	if err := Format(filepath.Join(t.TempDir(), "none.img"), Options{}); err == nil {

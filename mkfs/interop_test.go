@@ -12,7 +12,6 @@ import (
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
-	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // interopSets pair our options with the image size they are tried at.
@@ -23,9 +22,9 @@ var interopSets = []struct {
 }{
 	{"default-128M", 128 << 20, Options{}},
 	{"n4k-single-256M", 256 << 20, Options{NodeSize: 4096, MetadataProfile: "single"}},
-	{"n64k-xxhash-1G", 1 << 30, Options{NodeSize: 65536, Csum: disk.CsumXXHash}},
-	{"sha256-datadup-1G", 1 << 30, Options{Csum: disk.CsumSHA256, DataProfile: "dup"}},
-	{"blake2-alldup-10G", 10 << 30, Options{Csum: disk.CsumBlake2, DataProfile: "dup", Label: "gobtrfs"}},
+	{"n64k-xxhash-1G", 1 << 30, Options{NodeSize: 65536, Csum: btrfs.CsumXXHash}},
+	{"sha256-datadup-1G", 1 << 30, Options{Csum: btrfs.CsumSHA256, DataProfile: "dup"}},
+	{"blake2-alldup-10G", 10 << 30, Options{Csum: btrfs.CsumBlake2, DataProfile: "dup", Label: "gobtrfs"}},
 	{"single-single-256M", 256 << 20, Options{MetadataProfile: "single", DataProfile: "single"}},
 	{"nofst-noholes-noextref-256M", 256 << 20, Options{Features: []string{"^free-space-tree", "^no-holes,^extref"}}},
 }
@@ -70,7 +69,7 @@ func writeSome(t *testing.T, dir string) {
 }
 
 // csumName is the mkfs.btrfs --csum name of t.
-func csumName(t disk.CsumType) string {
+func csumName(t btrfs.CsumType) string {
 	return [...]string{"crc32c", "xxhash", "sha256", "blake2"}[t]
 }
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
-	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // matrixRow is one option set of TestBuildMatrix.
@@ -40,24 +40,24 @@ type matrixRow struct {
 //	tar-shrink     tar    blake2  4K    lzo       single/dup   --shrink
 var matrixRows = []matrixRow{
 	{name: "crc32c-16k", opts: BuildOptions{}},
-	{name: "xxhash-4k", opts: BuildOptions{Format: Options{Csum: disk.CsumXXHash, NodeSize: 4096, MetadataProfile: "single", DataProfile: "dup"},
+	{name: "xxhash-4k", opts: BuildOptions{Format: Options{Csum: btrfs.CsumXXHash, NodeSize: 4096, MetadataProfile: "single", DataProfile: "dup"},
 		Compress: "zlib", CompressLevel: 9}},
 	// 512 MiB: in 256 MiB the kernel's own writes hit ENOSPC with 64 KiB
 	// nodes and DUP everything (its metadata reservations are per node;
 	// the same happens on a mkfs.btrfs image).
-	{name: "sha256-64k", opts: BuildOptions{Format: Options{Csum: disk.CsumSHA256, NodeSize: 65536, DataProfile: "dup", Size: 512 << 20},
+	{name: "sha256-64k", opts: BuildOptions{Format: Options{Csum: btrfs.CsumSHA256, NodeSize: 65536, DataProfile: "dup", Size: 512 << 20},
 		Compress: "lzo"}},
-	{name: "blake2-16k", opts: BuildOptions{Format: Options{Csum: disk.CsumBlake2}, Compress: "zstd", CompressLevel: 9}},
+	{name: "blake2-16k", opts: BuildOptions{Format: Options{Csum: btrfs.CsumBlake2}, Compress: "zstd", CompressLevel: 9}},
 	{name: "shrink-4k", opts: BuildOptions{Format: Options{NodeSize: 4096}, Compress: "zstd", CompressLevel: 1, Shrink: true}},
-	{name: "shrink-single", opts: BuildOptions{Format: Options{Csum: disk.CsumSHA256, MetadataProfile: "single"},
+	{name: "shrink-single", opts: BuildOptions{Format: Options{Csum: btrfs.CsumSHA256, MetadataProfile: "single"},
 		Compress: "zlib", CompressLevel: 1, Shrink: true}},
-	{name: "subvol-64k", twice: true, opts: BuildOptions{Format: Options{Csum: disk.CsumBlake2, NodeSize: 65536},
+	{name: "subvol-64k", twice: true, opts: BuildOptions{Format: Options{Csum: btrfs.CsumBlake2, NodeSize: 65536},
 		Subvolumes: []string{"d1/d2/d3", "with space\nand newline"}, Epoch: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}},
-	{name: "chown-chmod", opts: BuildOptions{Format: Options{Csum: disk.CsumXXHash}, Owner: &Owner{UID: 7, GID: 8}, Chmod: "D750,Fgo-w,Fa+r"}},
-	{name: "tar-4k", tar: true, opts: BuildOptions{Format: Options{Csum: disk.CsumSHA256, NodeSize: 4096}, Compress: "zstd", CompressLevel: 3}},
+	{name: "chown-chmod", opts: BuildOptions{Format: Options{Csum: btrfs.CsumXXHash}, Owner: &Owner{UID: 7, GID: 8}, Chmod: "D750,Fgo-w,Fa+r"}},
+	{name: "tar-4k", tar: true, opts: BuildOptions{Format: Options{Csum: btrfs.CsumSHA256, NodeSize: 4096}, Compress: "zstd", CompressLevel: 3}},
 	{name: "tar-override", tar: true, twice: true, opts: BuildOptions{Format: Options{DataProfile: "dup"},
 		Owner: &Owner{UID: 7, GID: 8}, Chmod: "D755,Fgo-w,Fa+r", Epoch: time.Unix(1750000000, 0)}},
-	{name: "tar-shrink", tar: true, opts: BuildOptions{Format: Options{Csum: disk.CsumBlake2, NodeSize: 4096, MetadataProfile: "single", DataProfile: "dup"},
+	{name: "tar-shrink", tar: true, opts: BuildOptions{Format: Options{Csum: btrfs.CsumBlake2, NodeSize: 4096, MetadataProfile: "single", DataProfile: "dup"},
 		Compress: "lzo", Shrink: true}},
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -23,17 +24,17 @@ type Options struct {
 	Label string
 	// UUID is the filesystem id; zero picks one (randomly, or from Seed
 	// when Reproducible).
-	UUID disk.UUID
+	UUID btrfs.UUID
 	// DeviceUUID is the device's id (mkfs.btrfs --device-uuid); zero
 	// picks one as for UUID.
-	DeviceUUID disk.UUID
+	DeviceUUID btrfs.UUID
 	// NodeSize is the tree block size; 0 means 16384 (or the sector size
 	// when that is larger).
 	NodeSize int
 	// SectorSize is the data block size; 0 means 4096.
 	SectorSize int
 	// Csum is the checksum algorithm; the zero value is crc32c.
-	Csum disk.CsumType
+	Csum btrfs.CsumType
 	// MetadataProfile and DataProfile are "single" or "dup"; "" means
 	// mkfs.btrfs 6.2's defaults, "dup" for metadata and "single" for
 	// data. SYSTEM chunks take the metadata profile, as in progs.
@@ -59,8 +60,14 @@ const (
 )
 
 // ErrUnsupported is wrapped by errors for options this package cannot
-// create (unknown feature names, profiles other than single and dup).
-var ErrUnsupported = errors.New("mkfs: unsupported option")
+// create (unknown feature names, profiles other than single and dup); it
+// matches btrfs.ErrUnsupported too.
+var ErrUnsupported error = optionError{}
+
+type optionError struct{}
+
+func (optionError) Error() string { return "mkfs: unsupported option" }
+func (optionError) Unwrap() error { return btrfs.ErrUnsupported }
 
 // features is the resolved feature set.
 type features struct {
@@ -104,7 +111,7 @@ type config struct {
 // resolve checks opts against a device of devSize bytes and fills in the
 // defaults.
 func resolve(opts Options, devSize int64) (*config, error) {
-	c := &config{label: opts.Label, csum: opts.Csum}
+	c := &config{label: opts.Label, csum: disk.CsumType(opts.Csum)}
 	if !c.csum.Valid() {
 		return nil, fmt.Errorf("%w: checksum type %d", ErrUnsupported, opts.Csum)
 	}
@@ -188,11 +195,11 @@ func (c *config) setUUIDs(opts Options) {
 		u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 		return u
 	}
-	c.fsid = opts.UUID
+	c.fsid = disk.UUID(opts.UUID)
 	if c.fsid.IsZero() {
 		c.fsid = pick("fsid")
 	}
-	c.devUUID = opts.DeviceUUID
+	c.devUUID = disk.UUID(opts.DeviceUUID)
 	if c.devUUID.IsZero() {
 		c.devUUID = pick("device")
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
-	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
@@ -30,7 +30,7 @@ func randomOptions(rng *rand.Rand) Options {
 	o := Options{
 		Size:     (100<<20 + rng.Int64N(80<<30)) &^ 4095,
 		NodeSize: []int{4096, 8192, 16384, 32768, 65536}[rng.IntN(5)],
-		Csum:     disk.CsumType(rng.IntN(4)),
+		Csum:     btrfs.CsumType(rng.IntN(4)),
 	}
 	if rng.IntN(3) == 0 { // favour small filesystems, where the size rules bend
 		o.Size = (100<<20 + rng.Int64N(3<<30)) &^ 4095

@@ -11,6 +11,7 @@ import (
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // image is a loaded filesystem plus what the tests recompute on their own.
@@ -30,7 +31,7 @@ func loadImage(t *testing.T, path string) *image {
 		t.Fatal(err)
 	}
 	defer fsys.Close()
-	trees, err := fsys.Trees()
+	trees, err := fsview.Of(fsys).Trees()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +39,8 @@ func loadImage(t *testing.T, path string) *image {
 	for _, tr := range trees {
 		roots[tr.ID] = tr.Root
 	}
-	im := &image{sb: fsys.Superblock()}
-	r := fsys.BlockReader()
+	im := &image{sb: fsview.Of(fsys).Superblock()}
+	r := fsview.Of(fsys).BlockReader()
 	extentRoot, ok := roots[disk.ExtentTreeObjectID]
 	if !ok {
 		t.Fatal("no extent tree")
@@ -48,7 +49,7 @@ func loadImage(t *testing.T, path string) *image {
 	if im.sb.CompatROFlags&disk.CompatROBlockGroupTree != 0 {
 		bgRoot = roots[disk.BlockGroupTreeObjectID]
 	}
-	im.space, err = alloc.LoadFrom(r, bgRoot, extentRoot, fsys.ChunkMap(), im.sb.NodeSize, im.sb.SectorSize)
+	im.space, err = alloc.LoadFrom(r, bgRoot, extentRoot, fsview.Of(fsys).ChunkMap(), im.sb.NodeSize, im.sb.SectorSize)
 	if err != nil {
 		t.Fatalf("LoadFrom: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -94,7 +95,7 @@ func TestExtractGoesOnPastDamage(t *testing.T) {
 	}
 	// Damage every used data sector: every file with data becomes
 	// unreadable; directories, links and special files are not.
-	m := fsys.ChunkMap()
+	m := fsview.Of(fsys).ChunkMap()
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

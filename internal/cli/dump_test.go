@@ -18,6 +18,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // The tests of this file are the acceptance test of dump-tree and
@@ -90,9 +91,9 @@ func rootBlocks(t *testing.T, devs []string) []string {
 		t.Fatal(err)
 	}
 	defer fsys.Close()
-	sb := fsys.Superblock()
+	sb := fsview.Of(fsys).Superblock()
 	out := []string{strconv.FormatUint(uint64(sb.Root), 10), strconv.FormatUint(uint64(sb.ChunkRoot), 10)}
-	trees, err := fsys.Trees()
+	trees, err := fsview.Of(fsys).Trees()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestDumpDamagedItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trees, err := fsys.Trees()
+	trees, err := fsview.Of(fsys).Trees()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,16 +394,16 @@ func TestDumpDamagedItems(t *testing.T) {
 			addr = tr.Root.Addr
 		}
 	}
-	n, err := fsys.ReadBlockAt(addr)
+	n, err := fsview.Of(fsys).ReadBlockAt(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	block := bytes.Clone(n)
-	mp, err := fsys.ChunkMap().Mirrors(addr, uint64(len(block)))
+	mp, err := fsview.Of(fsys).ChunkMap().Mirrors(addr, uint64(len(block)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	csum := fsys.Superblock().CsumType
+	csum := fsview.Of(fsys).Superblock().CsumType
 	fsys.Close()
 	patched := false
 	for i := 0; i < disk.Node(block).NumItems(); i++ {
@@ -428,7 +429,7 @@ func TestDumpDamagedItems(t *testing.T) {
 	}
 	f.Close()
 	if fsys, err := btrfs.Open(img, nil); err == nil {
-		_, err = fsys.ReadBlockAt(addr)
+		_, err = fsview.Of(fsys).ReadBlockAt(addr)
 		fsys.Close()
 		if err == nil {
 			t.Error("the filesystem's reader accepts the damaged block: the test damages nothing it checks")

@@ -13,6 +13,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // Errors in the user's words: what an image is when it is not btrfs, a
@@ -71,7 +72,7 @@ func TestDamagedDataIsNotATreeBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := fsys.ChunkMap()
+	m := fsview.Of(fsys).ChunkMap()
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

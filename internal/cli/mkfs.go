@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/mkfs"
 )
 
@@ -184,7 +184,7 @@ func (fl *mkfsFlags) buildOptions() (*mkfs.BuildOptions, error) {
 		return nil, err
 	}
 	if fl.uuid != "" {
-		if fo.UUID, err = disk.ParseUUID(fl.uuid); err != nil || fo.UUID.IsZero() {
+		if fo.UUID, err = btrfs.ParseUUID(fl.uuid); err != nil || fo.UUID.IsZero() {
 			return nil, usagef("--uuid %q: not a UUID", fl.uuid)
 		}
 	}
@@ -311,18 +311,12 @@ func mkfsParseSize(s string) (int64, error) {
 	return v << shift, nil
 }
 
-func mkfsParseCsum(s string) (disk.CsumType, error) {
-	switch strings.ToLower(s) {
-	case "crc32c", "":
-		return disk.CsumCRC32C, nil
-	case "xxhash", "xxhash64":
-		return disk.CsumXXHash, nil
-	case "sha256":
-		return disk.CsumSHA256, nil
-	case "blake2", "blake2b":
-		return disk.CsumBlake2, nil
+func mkfsParseCsum(s string) (btrfs.CsumType, error) {
+	t, err := btrfs.ParseCsumType(s)
+	if err != nil {
+		return 0, usagef("--csum %q: one of crc32c, xxhash, sha256, blake2", s)
 	}
-	return 0, usagef("--csum %q: one of crc32c, xxhash, sha256, blake2", s)
+	return t, nil
 }
 
 func mkfsParseOwner(s string) (*mkfs.Owner, error) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/mkfs"
 )
 
@@ -98,7 +98,7 @@ func (fl *mkfsFlags) progsOptions(o *mkfs.BuildOptions) error {
 		return fmt.Errorf("-M/--mixed: mixed block groups: %w", mkfs.ErrUnsupported)
 	}
 	if fl.deviceUUID != "" {
-		u, err := disk.ParseUUID(fl.deviceUUID)
+		u, err := btrfs.ParseUUID(fl.deviceUUID)
 		if err != nil || u.IsZero() {
 			return usagef("--device-uuid %q: not a UUID", fl.deviceUUID)
 		}

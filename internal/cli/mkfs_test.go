@@ -11,6 +11,7 @@ import (
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // runIn is run with standard input.
@@ -127,7 +128,7 @@ func TestMkfsEmptyAndForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := fsys.Superblock()
+	sb := fsview.Of(fsys).Superblock()
 	fsys.Close()
 	if sb.NodeSize != 4096 || sb.CsumType != 1 || !strings.HasPrefix(string(sb.Label[:]), "lbl\x00") {
 		t.Errorf("superblock: nodesize %d csum %d label %q", sb.NodeSize, sb.CsumType, sb.Label[:8])

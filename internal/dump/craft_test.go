@@ -11,6 +11,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/fsview"
 )
 
 // Crafted blocks: the tests below overwrite the fs tree's root leaf of a
@@ -46,24 +47,24 @@ func newCraftFS(t *testing.T, opts btrfstest.MkfsOptions) *craftFS {
 		t.Fatal(err)
 	}
 	defer fsys.Close()
-	trees, err := fsys.Trees()
+	trees, err := fsview.Of(fsys).Trees()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &craftFS{path: path, sb: fsys.Superblock()}
+	c := &craftFS{path: path, sb: fsview.Of(fsys).Superblock()}
 	for _, tr := range trees {
 		if tr.ID == disk.FSTreeObjectID {
 			c.addr = tr.Root.Addr
 		}
 	}
-	mp, err := fsys.ChunkMap().Mirrors(c.addr, uint64(c.sb.NodeSize))
+	mp, err := fsview.Of(fsys).ChunkMap().Mirrors(c.addr, uint64(c.sb.NodeSize))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range mp.Copies {
 		c.phys = append(c.phys, int64(l.Physical))
 	}
-	n, err := fsys.ReadBlockAt(c.addr)
+	n, err := fsview.Of(fsys).ReadBlockAt(c.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ var rank = map[string]int{
 	"internal/blockdev": 1, "internal/probe": 1,
 	"internal/chunk": 2,
 	"internal/ctree": 3,
-	"internal/alloc": 4, "internal/bench": 4,
+	"internal/alloc": 4, "internal/bench": 4, "internal/fsview": 4,
 	"internal/txn": 5,
 	"":             6,
 	"mkfs":         7, "check": 7, "fuse": 7, "internal/dump": 7, "internal/extract": 7,
@@ -31,7 +31,7 @@ var forbidden = map[string][]string{
 	// fuse is built on the filesystem's public API only, which it proves
 	// sufficient for a POSIX filesystem (docs/design/0011).
 	"fuse": {"internal/disk", "internal/compress", "internal/blockdev", "internal/probe", "internal/chunk",
-		"internal/ctree", "internal/alloc", "internal/bench", "internal/txn"},
+		"internal/ctree", "internal/alloc", "internal/bench", "internal/txn", "internal/fsview"},
 }
 
 func TestLayering(t *testing.T) {

@@ -13,8 +13,15 @@ import (
 )
 
 // ErrUnsupported is returned for filesystems or changes this package
-// cannot (yet) keep consistent.
-var ErrUnsupported = errors.New("txn: unsupported")
+// cannot (yet) keep consistent; the wrapping error names the feature. It
+// matches the standard library's errors.ErrUnsupported too. Its message
+// names no layer: it reaches users as btrfs.ErrUnsupported.
+var ErrUnsupported error = unsupportedError{}
+
+type unsupportedError struct{}
+
+func (unsupportedError) Error() string        { return "not supported" }
+func (unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
 
 // ErrBusy is returned by Begin while another transaction runs.
 var ErrBusy = errors.New("txn: a transaction is already running")
