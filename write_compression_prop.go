@@ -2,14 +2,11 @@ package btrfs
 
 import (
 	"io/fs"
-	"strings"
 	"syscall"
 
+	"github.com/gobtrfs/btrfs/internal/compress"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
-
-// compressionXattr holds the compression property of an inode.
-const compressionXattr = "btrfs.compression"
 
 // SetCompression sets the compression property of name (the
 // btrfs.compression xattr), as `btrfs property set PATH compression
@@ -21,9 +18,14 @@ const compressionXattr = "btrfs.compression"
 // directory; an immutable or append-only inode is EPERM. Symbolic links
 // are not followed.
 func (fsys *FS) SetCompression(name, value string) error {
-	algo, ok := compressionValue(value)
-	if !ok {
-		return &fs.PathError{Op: "set compression", Path: name, Err: syscall.EINVAL}
+	// The value is checked, and mirrored into the flags, as a
+	// setfattr of the property is (compress_property.go).
+	var prop []byte
+	if value != "" {
+		if _, ok := parsePropCompression(value); !ok {
+			return &fs.PathError{Op: "set compression", Path: name, Err: syscall.EINVAL}
+		}
+		prop = []byte(value)
 	}
 	return fsys.change("set compression", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
@@ -36,18 +38,11 @@ func (fsys *FS) SetCompression(name, value string) error {
 		if !in.item.IsRegular() && !in.item.IsDir() {
 			return false, syscall.EINVAL
 		}
-		switch algo {
-		case "":
-			in.item.Flags &^= disk.InodeCompress | disk.InodeNoCompress
-		case "no":
-			in.item.Flags = in.item.Flags&^disk.InodeCompress | disk.InodeNoCompress
-		default:
-			in.item.Flags = in.item.Flags&^disk.InodeNoCompress | disk.InodeCompress
-		}
-		switch algo {
-		case "lzo":
+		applyProp(in, PropCompression, prop)
+		switch t, _ := parsePropCompression(value); t {
+		case compress.LZO:
 			c.t.SetIncompat(disk.IncompatCompressLZO)
-		case "zstd":
+		case compress.Zstd:
 			c.t.SetIncompat(disk.IncompatCompressZstd)
 		}
 		if err := c.setCompressionXattr(in, value); err != nil {
@@ -58,27 +53,10 @@ func (fsys *FS) SetCompression(name, value string) error {
 	})
 }
 
-// compressionValue validates a compression property value as the kernel
-// does and returns its kind: "" (remove), "no", or the algorithm.
-func compressionValue(v string) (string, bool) {
-	switch v {
-	case "":
-		return "", true
-	case "no", "none":
-		return "no", true
-	}
-	for _, a := range []string{"zlib", "lzo", "zstd"} {
-		if strings.HasPrefix(v, a) {
-			return a, true
-		}
-	}
-	return "", false
-}
-
 // setCompressionXattr stores value as in's compression property, or
 // removes the property for "" (no error when there was none).
 func (c *wctx) setCompressionXattr(in *winode, value string) error {
-	k, keep, found, err := c.xattrWithout(in.ino, compressionXattr)
+	k, keep, found, err := c.xattrWithout(in.ino, PropCompression)
 	if err != nil {
 		return err
 	}
@@ -89,6 +67,6 @@ func (c *wctx) setCompressionXattr(in *winode, value string) error {
 		return c.replaceItem(k, keep)
 	}
 	entries := append(keep, disk.DirItem{TransID: c.gen, Type: disk.FtXattr,
-		Name: []byte(compressionXattr), Data: []byte(value)})
+		Name: []byte(PropCompression), Data: []byte(value)})
 	return c.replaceItem(k, entries)
 }

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"syscall"
 
+	"github.com/gobtrfs/btrfs/internal/compress"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -48,8 +49,8 @@ func (fsys *FS) SetFileAttr(name string, flags uint64) error {
 	}
 	algo := "zlib"
 	if fsys.w != nil {
-		if a, ok := compressionValue(fsys.w.opts.Compress); ok && a != "" && a != "no" {
-			algo = a
+		if t, ok := parsePropCompression(fsys.w.opts.Compress); ok && t != compress.None {
+			algo = t.String()
 		}
 	}
 	return fsys.change("setflags", name, func(c *wctx) (bool, error) {
