@@ -1,7 +1,6 @@
 package btrfs
 
 import (
-	"io/fs"
 	"strings"
 	"syscall"
 
@@ -15,11 +14,8 @@ import (
 func (fsys *FS) RenameNoReplace(oldname, newname string) error {
 	err := fsys.change("rename", oldname, func(c *wctx) (bool, error) {
 		extref := fsys.features()&disk.IncompatExtendedIref != 0
-		if !validPath(newname) {
-			return false, fs.ErrInvalid
-		}
-		if oldname == "." || newname == "." {
-			return false, syscall.EBUSY
+		if err := renameNamesErr(oldname, newname); err != nil {
+			return false, err
 		}
 		// Linux looks the source up first, then refuses an existing
 		// target before any check of kinds.
@@ -54,11 +50,8 @@ func (fsys *FS) RenameNoReplace(oldname, newname string) error {
 func (fsys *FS) RenameExchange(oldname, newname string) error {
 	err := fsys.change("rename", oldname, func(c *wctx) (bool, error) {
 		extref := fsys.features()&disk.IncompatExtendedIref != 0
-		if !validPath(newname) {
-			return false, fs.ErrInvalid
-		}
-		if oldname == "." || newname == "." {
-			return false, syscall.EBUSY
+		if err := renameNamesErr(oldname, newname); err != nil {
+			return false, err
 		}
 		x, err := c.planExchange(oldname, newname, extref)
 		if err != nil || x == nil {

@@ -24,11 +24,8 @@ import (
 func (fsys *FS) Rename(oldname, newname string) error {
 	err := fsys.change("rename", oldname, func(c *wctx) (bool, error) {
 		extref := fsys.features()&disk.IncompatExtendedIref != 0
-		if !validPath(newname) {
-			return false, fs.ErrInvalid
-		}
-		if oldname == "." || newname == "." {
-			return false, syscall.EBUSY
+		if err := renameNamesErr(oldname, newname); err != nil {
+			return false, err
 		}
 		r, err := c.planRename(oldname, newname, extref)
 		if err != nil || r == nil {
@@ -37,6 +34,19 @@ func (fsys *FS) Rename(oldname, newname string) error {
 		return true, c.rename(r)
 	})
 	return linkError("rename", oldname, newname, err)
+}
+
+// renameNamesErr is what every kind of rename refuses before it looks at
+// the trees (oldname's validity is change's): an invalid newname, and
+// the root on either side.
+func renameNamesErr(oldname, newname string) error {
+	if !validPath(newname) {
+		return fs.ErrInvalid
+	}
+	if oldname == "." || newname == "." {
+		return syscall.EBUSY
+	}
+	return nil
 }
 
 // renameOp is a rename checked and ready to run.
