@@ -34,6 +34,9 @@ type blockReader struct {
 	lru   *list.List // of *cachedBlock, most recent first; protected by mu
 	index map[disk.LogicalAddr]*list.Element
 	max   int // blocks kept
+	// pinned are blocks a commit is writing (txn.BlockCache.Put): served
+	// from here, outside the budget, until the devices hold them.
+	pinned map[disk.LogicalAddr]disk.Node
 }
 
 type cachedBlock struct {
@@ -52,6 +55,16 @@ func newBlockReader(lr logicalReader, p disk.BlockParams, items disk.ItemCheckPa
 
 // ReadBlock implements ctree.Reader.
 func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	br.mu.Lock()
+	pn, pinned := br.pinned[addr]
+	br.mu.Unlock()
+	if pinned {
+		// The newest block at addr, maybe not on the devices yet.
+		if err := pn.CheckExpect(br.params, e); err != nil {
+			return nil, err
+		}
+		return pn, nil
+	}
 	if n := br.cached(addr); n != nil {
 		err := n.CheckExpect(br.params, e)
 		if err == nil {
@@ -147,6 +160,39 @@ func (br *blockReader) setGeneration(gen disk.Generation) {
 	br.items.SuperGen = gen
 }
 
+// Put implements txn.BlockCache: a block the write side is writing at
+// addr replaces whatever was cached there, and stays (outside the LRU
+// budget) until Unpin says the devices hold it.
+func (br *blockReader) Put(addr disk.LogicalAddr, n disk.Node) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if el, ok := br.index[addr]; ok {
+		br.lru.Remove(el)
+		delete(br.index, addr)
+	}
+	if br.pinned == nil {
+		br.pinned = make(map[disk.LogicalAddr]disk.Node)
+	}
+	br.pinned[addr] = n
+}
+
+// Unpin implements txn.BlockCache: the blocks move to the LRU list.
+func (br *blockReader) Unpin(addrs []disk.LogicalAddr) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	for _, a := range addrs {
+		n, ok := br.pinned[a]
+		if !ok {
+			continue
+		}
+		delete(br.pinned, a)
+		if _, ok := br.index[a]; !ok {
+			br.index[a] = br.lru.PushFront(&cachedBlock{a, n})
+		}
+	}
+	br.trim()
+}
+
 func (br *blockReader) insert(addr disk.LogicalAddr, n disk.Node) {
 	br.mu.Lock()
 	defer br.mu.Unlock()
@@ -154,6 +200,12 @@ func (br *blockReader) insert(addr disk.LogicalAddr, n disk.Node) {
 		return
 	}
 	br.index[addr] = br.lru.PushFront(&cachedBlock{addr, n})
+	br.trim()
+}
+
+// trim drops the least recently used blocks over the budget. Preconditions:
+// br.mu is held.
+func (br *blockReader) trim() {
 	for br.lru.Len() > br.max {
 		old := br.lru.Back()
 		br.lru.Remove(old)

@@ -64,6 +64,10 @@ type writer struct {
 	// fixed at open, so PrepareData reads them without the lock.
 	base      dataPolicy
 	maxInline int
+
+	// prepared, when set (by tests), is called in each commit's critical
+	// section, after Prepare, with the commit's generation.
+	prepared func(gen uint64)
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
@@ -138,6 +142,9 @@ func (fsys *FS) commitLocked() (*txn.Flight, uint64, error) {
 		return nil, 0, fmt.Errorf("%s: %w", w.path, err)
 	}
 	w.flight, w.flightSeq = f, seq
+	if w.prepared != nil {
+		w.prepared(uint64(f.Generation()))
+	}
 	return f, seq, fsys.followCommit()
 }
 

@@ -2,7 +2,6 @@ package btrfs_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -43,20 +42,19 @@ import (
 //     are known up front).
 //   - commits[gen]: for every commit, bounds on each goroutine's change
 //     count in it. A commit holds the FS lock exclusively while it
-//     prepares (settles and writes its tree blocks, stage 2 of
-//     docs/design/0009; its syncs and superblocks come after, outside the
-//     lock), and every change runs under that lock. A goroutine stores
-//     begun[g] = k before it calls change k and done[g] = k after the call
-//     returns. When the device sees a tree block of generation gen
-//     written, commit gen holds the lock, so change done[g] finished
-//     before the commit began (it returned before this moment and cannot
-//     have run during the commit) and change begun[g]+1 has not begun:
-//     the commit holds models[g][k] for one k with done[g] <= k <=
-//     begun[g] (read in that order). Between the two lies at most the
-//     change in flight, which may have run before the commit or will run
-//     after it. Every tree block of the commit gives such bounds and the
-//     narrowest are kept; bounds that cross mean a change ran during a
-//     commit's critical section, and fail the test.
+//     prepares (settles and seals its tree blocks, stage 2 of
+//     docs/design/0009; the block writes, syncs and superblocks come
+//     after, outside the lock), and every change runs under that lock. A
+//     goroutine stores begun[g] = k before it calls change k and done[g]
+//     = k after the call returns. The FS calls the recorder in commit
+//     gen's critical section, after Prepare (SetPreparedHook): change
+//     done[g] finished before the commit began (it returned before this
+//     moment and cannot have run during the commit) and change begun[g]+1
+//     has not begun: the commit holds models[g][k] for one k with done[g]
+//     <= k <= begun[g] (read in that order). Between the two lies at most
+//     the change in flight, which may have run before the commit or will
+//     run after it. Bounds that cross mean a change ran during a commit's
+//     critical section, and fail the test.
 //   - promised[g] at write or sync i: the change count of goroutine g
 //     when it called its last Sync that returned nil before write or
 //     sync i was issued. Those changes must survive a loss at i.
@@ -283,11 +281,6 @@ type liveRecorder struct {
 	log     []liveRecord
 	commits map[disk.Generation]liveCommit
 	bad     error // the first snapshot that breaks the rule at the top
-	// fsid and nodeSize tell tree block writes (treeBlockGen); set once
-	// the FS is open, before any change.
-	fsid     disk.UUID
-	nodeSize int
-
 	// The goroutines' counters (see the top).
 	begun, done, promised []atomic.Int64
 }
@@ -310,46 +303,24 @@ func (d *liveRecorder) WriteAt(p []byte, off int64) (int, error) {
 		return n, err
 	}
 	d.log = append(d.log, liveRecord{off: off, data: slices.Clone(p), promised: d.counters(d.promised)})
-	if gen, ok := d.treeBlockGen(p); ok && !isSuperWrite(off, len(p)) {
-		// done first, then begun: see the top.
-		c := liveCommit{done: d.counters(d.done)}
-		c.begun = d.counters(d.begun)
-		if old, ok := d.commits[gen]; ok {
-			// Every copy's snapshot bounds the commit: keep the
-			// narrowest bounds. A goroutine may store done for a
-			// change that returned before the commit began while the
-			// commit writes its copies, and begin its next change.
-			for g := range c.done {
-				c.done[g] = max(c.done[g], old.done[g])
-				c.begun[g] = min(c.begun[g], old.begun[g])
-				if c.done[g] > c.begun[g] && d.bad == nil {
-					d.bad = fmt.Errorf("goroutine %d: the tree blocks of generation %d say that the commit holds at least %d changes and at most %d: a change ran during the commit",
-						g, gen, c.done[g], c.begun[g])
-				}
-			}
-		}
-		d.commits[gen] = c
-	}
 	return n, nil
 }
 
-// treeBlockGen returns the generation of p if it is tree blocks of the
-// filesystem (node-sized blocks with its fsid; the caller rules out
-// superblocks, which have the same shape): only a commit's critical
-// section writes those.
-//
-// A commit writes tree blocks at consecutive addresses in one write, so p
-// may hold several; every one of them is of the commit's generation.
-func (d *liveRecorder) treeBlockGen(p []byte) (disk.Generation, bool) {
-	if d.nodeSize == 0 || len(p) == 0 || len(p)%d.nodeSize != 0 {
-		return 0, false
-	}
-	for b := 0; b < len(p); b += d.nodeSize {
-		if !bytes.Equal(p[b+0x20:b+0x30], d.fsid[:]) {
-			return 0, false
+// prepared records a commit's bounds (see the top); it runs in the
+// commit's critical section.
+func (d *liveRecorder) prepared(gen uint64) {
+	// done first, then begun: see the top.
+	c := liveCommit{done: d.counters(d.done)}
+	c.begun = d.counters(d.begun)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for g := range c.done {
+		if c.done[g] > c.begun[g] && d.bad == nil {
+			d.bad = fmt.Errorf("goroutine %d: commit %d holds at least %d changes and at most %d: a change ran during the commit",
+				g, gen, c.done[g], c.begun[g])
 		}
 	}
-	return disk.Generation(binary.LittleEndian.Uint64(p[0x50:])), true
+	d.commits[disk.Generation(gen)] = c
 }
 
 func (d *liveRecorder) Sync() error {
@@ -493,9 +464,9 @@ func runLiveRecorded(t *testing.T, base *crashImage, cfg liveCrashConfig, change
 	}
 	rec.mu.Lock()
 	sb0 := fsview.Of(fsys).Superblock()
-	rec.fsid, rec.nodeSize = sb0.MetadataFSID(), int(sb0.NodeSize)
 	rec.commits[sb0.Generation] = liveCommit{done: make([]int, n), begun: make([]int, n)}
 	rec.mu.Unlock()
+	btrfs.SetPreparedHook(fsys, rec.prepared)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
 	for g := range n {

@@ -53,6 +53,9 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		tfs.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// The write side reads committed tree blocks through the read side's
+	// cache of verified blocks, and hands it every block a commit writes.
+	tfs.SetBlockCache(fsys.br)
 	base, err := basePolicy(&o, fsys.sb.CsumType, uint64(fsys.sb.SectorSize))
 	if err != nil {
 		tfs.Close()

@@ -42,11 +42,16 @@ type CacheStats struct {
 // pages and keep them in LRU order within a byte budget; writes go straight
 // through to the device and then update the cached pages they touch.
 //
-// Cached page contents are immutable once published: a write replaces a
-// page with an updated copy, so readers copy from pages without holding the
-// lock. A page read from the device is published only if no write happened
-// while it was being read (a write sequence number guards this), so a cache
-// never holds bytes older than a completed write.
+// Cached page contents are immutable once published, so readers copy from
+// pages without holding the lock. A write drops the pages it touches
+// rather than updating copies of them: the filesystem above keeps the tree
+// blocks it writes in its own cache of verified blocks, and copying whole
+// pages on every write cost more than reading back the few that are read
+// again. A page read from the device is published only if no write touched
+// it while it was being read (each fill in progress is marked stale by a
+// write over its page), so a cache never holds bytes older than a
+// completed write, while writes elsewhere on the device do not keep pages
+// out of the cache.
 //
 // Concurrent misses on the same page may each read it from the device; the
 // first one to finish publishes it.
@@ -62,7 +67,15 @@ type Cache struct {
 	pages map[int64]*cachePage // by page index. Protected by mu.
 	lru   cachePage            // sentinel: lru.next is the most recent. Protected by mu.
 	bytes int64                // Protected by mu.
-	seq   uint64               // incremented by every write. Protected by mu.
+	// filling holds the fills in progress by page index; a write over the
+	// page marks its fill stale. Protected by mu.
+	filling map[int64]*pageFill
+}
+
+// pageFill tracks the reads of one page from the device in progress.
+type pageFill struct {
+	readers int  // fills of the page now reading
+	stale   bool // a write touched the page since the first began
 }
 
 // cachePage is one cached page and its place in the LRU list.
@@ -92,7 +105,8 @@ func NewCache(d Device, opts CacheOptions) (*Cache, error) {
 	if bypass == 0 {
 		bypass = 4 * ps
 	}
-	c := &Cache{dev: d, pageSize: int64(ps), budget: budget, bypass: bypass, pages: make(map[int64]*cachePage)}
+	c := &Cache{dev: d, pageSize: int64(ps), budget: budget, bypass: bypass, pages: make(map[int64]*cachePage),
+		filling: make(map[int64]*pageFill)}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c, nil
 }
@@ -155,22 +169,29 @@ func (c *Cache) page(idx int64) ([]byte, error) {
 		c.hits.Add(1)
 		return data, nil
 	}
-	seq := c.seq
+	f := c.filling[idx]
+	if f == nil {
+		f = &pageFill{}
+		c.filling[idx] = f
+	}
+	f.readers++
 	c.mu.Unlock()
 	c.misses.Add(1)
 
 	start := idx * c.pageSize
 	n := min(c.pageSize, c.dev.Size()-start)
 	data := make([]byte, n)
-	if got, err := c.dev.ReadAt(data, start); err != nil {
-		if got < len(data) {
-			return nil, err
-		}
-	}
+	got, err := c.dev.ReadAt(data, start)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seq != seq {
+	if f.readers--; f.readers == 0 {
+		delete(c.filling, idx)
+	}
+	if err != nil && got < len(data) {
+		return nil, err
+	}
+	if f.stale {
 		return data, nil // a write raced with the read: serve it, don't keep it
 	}
 	if pg, ok := c.pages[idx]; ok {
@@ -213,35 +234,12 @@ func (c *Cache) pushFront(pg *cachePage) {
 	c.lru.next = pg
 }
 
-// WriteAt implements Device: the device is written first, then cached pages
-// covering the range are replaced by updated copies. If the device write
-// fails the pages are dropped instead, since the device contents are unknown.
+// WriteAt implements Device: the device is written, then the cached pages
+// covering the range are dropped and fills of them in progress marked
+// stale.
 func (c *Cache) WriteAt(p []byte, off int64) (int, error) {
 	n, err := c.dev.WriteAt(p, off)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq++
-	if off < 0 || len(p) == 0 {
-		return n, err
-	}
-	first, last := off/c.pageSize, (off+int64(len(p))-1)/c.pageSize
-	for idx := first; idx <= last; idx++ {
-		pg, ok := c.pages[idx]
-		if !ok {
-			continue
-		}
-		if err != nil {
-			c.drop(pg)
-			continue
-		}
-		data := append([]byte(nil), pg.data...)
-		start := idx * c.pageSize
-		lo, hi := max(off, start), min(off+int64(len(p)), start+int64(len(data)))
-		if lo < hi {
-			copy(data[lo-start:hi-start], p[lo-off:hi-off])
-		}
-		pg.data = data
-	}
+	c.Invalidate(off, int64(len(p)))
 	return n, err
 }
 
@@ -253,8 +251,12 @@ func (c *Cache) Invalidate(off, n int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
 	first, last := off/c.pageSize, (off+n-1)/c.pageSize
+	for idx, f := range c.filling {
+		if idx >= first && idx <= last {
+			f.stale = true
+		}
+	}
 	if last-first >= int64(len(c.pages)) {
 		for idx, pg := range c.pages {
 			if idx >= first && idx <= last {
@@ -274,7 +276,9 @@ func (c *Cache) Invalidate(off, n int64) {
 func (c *Cache) Purge() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
+	for _, f := range c.filling {
+		f.stale = true
+	}
 	for _, pg := range c.pages {
 		c.drop(pg)
 	}

@@ -90,7 +90,8 @@ func (t *Txn) Prepare() (*Flight, error) {
 	t.wb.discard() // everything staged went out in "write data"; keep the buffers
 	fs := t.fs
 	fs.running = nil
-	f := &Flight{fs: fs, gen: t.gen, sb: sb, devItems: fs.devItemsNow(), pins: fs.space.Seal(), done: make(chan struct{})}
+	f := &Flight{fs: fs, gen: t.gen, sb: sb, devItems: fs.devItemsNow(), pins: fs.space.Seal(), done: make(chan struct{}),
+		addrs: t.sealed, blocks: t.pending}
 	fs.flightMu.Lock()
 	f.prev, fs.flight = fs.flight, f
 	fs.flightMu.Unlock()
@@ -110,6 +111,11 @@ type Flight struct {
 	devItems map[disk.DevID]disk.DevItem
 	pins     alloc.Extents // the bytes its transaction freed
 	prev     *Flight       // the commit before it, durable first
+	// addrs are the tree blocks Finish writes (in order; empty when
+	// Prepare wrote them), blocks their contents, pinned in the FS's
+	// block cache until written.
+	addrs  []disk.LogicalAddr
+	blocks map[disk.LogicalAddr][]byte
 
 	once sync.Once
 	done chan struct{} // closed when Finish has run
@@ -138,7 +144,9 @@ func (f *Flight) Finish() error {
 		fs := f.fs
 		fs.finishMu.Lock()
 		defer fs.finishMu.Unlock()
-		if err := fs.wr.Sync(); err != nil {
+		if err := fs.writeRuns(&fs.finishBuf, int(f.sb.NodeSize), f.addrs, f.blocks); err != nil {
+			f.err = fmt.Errorf("commit %d: write tree blocks: %w", f.gen, err)
+		} else if err := fs.wr.Sync(); err != nil {
 			f.err = fmt.Errorf("commit %d: sync tree blocks: %w", f.gen, err)
 		} else if err := fs.writeSupers(&f.sb, f.devItems); err != nil {
 			f.err = fmt.Errorf("commit %d: write superblocks: %w", f.gen, err)
@@ -151,6 +159,11 @@ func (f *Flight) Finish() error {
 			}
 			return
 		}
+		if fs.cache != nil && len(f.addrs) > 0 {
+			// On the devices now: the cache may let them go.
+			fs.cache.Unpin(f.addrs)
+		}
+		f.addrs, f.blocks = nil, nil
 		fs.durable = append(fs.durable, f.pins)
 		if fs.flight == f {
 			fs.flight = nil

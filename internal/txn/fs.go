@@ -58,10 +58,39 @@ type FS struct {
 	// runBuf gathers consecutive tree blocks for one write (writeBlocks,
 	// run by Prepare alone).
 	runBuf []byte
+	// finishBuf is runBuf for the writes of Flight.Finish (under finishMu).
+	finishBuf []byte
 	// stageBufs are write-behind staging buffers that ended transactions
 	// gave back (writebehind.go).
 	stageBufs sync.Pool
+	// cache, when set, serves committed tree blocks and is given every
+	// block a commit writes (SetBlockCache).
+	cache BlockCache
 }
+
+// BlockCache is a cache of verified committed tree blocks that the layer
+// above lends the write side, so that a transaction does not read and
+// verify again, from the device, the blocks the last commit wrote or the
+// read side already holds. Blocks it returns are never changed by their
+// users (ctree copies a block before it changes it).
+type BlockCache interface {
+	// ReadBlock returns the block at addr, reading and verifying it
+	// completely on a miss, and checking e against it on a hit.
+	ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error)
+	// Put offers a block this FS is writing (checksummed, final) at
+	// addr, replacing whatever was cached there: an address freed by an
+	// older commit may hold a new block now. The block is pinned: it is
+	// served from memory, never dropped, until Unpin, because the device
+	// may not hold it yet.
+	Put(addr disk.LogicalAddr, n disk.Node)
+	// Unpin lets the cache drop the blocks at addrs: the devices hold
+	// them.
+	Unpin(addrs []disk.LogicalAddr)
+}
+
+// SetBlockCache makes c the source of committed tree blocks. Call it
+// before the first transaction begins.
+func (fs *FS) SetBlockCache(c BlockCache) { fs.cache = c }
 
 // Open opens the devices of one filesystem read-write and loads what a
 // transaction needs: the chunk map (superblock system chunks, then the
@@ -209,6 +238,9 @@ func (fs *FS) blockParams() disk.BlockParams {
 // ReadBlock implements ctree.Reader over the committed filesystem: the
 // block is read from any good copy and checked completely.
 func (fs *FS) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	if fs.cache != nil {
+		return fs.cache.ReadBlock(addr, e)
+	}
 	p := fs.blockParams()
 	buf := make([]byte, p.NodeSize)
 	if err := fs.rd.ReadBlock(buf, addr, p.CsumType.VerifyBlock); err != nil {

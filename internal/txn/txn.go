@@ -33,6 +33,9 @@ type Txn struct {
 	// Store methods from every goroutine that works on a tree.
 	mu      sync.Mutex
 	pending map[disk.LogicalAddr][]byte // blocks handed to Write, checksummed, not yet on disk
+	// sealed are the addresses of pending in order, once Prepare has
+	// handed them to the block cache for the flight to write.
+	sealed []disk.LogicalAddr
 
 	// Extent bookkeeping for Commit. live: allocated in this transaction
 	// and not freed; recorded: those whose METADATA_ITEM is in the extent

@@ -7,49 +7,75 @@ import (
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
-// writeBlocks hands every dirty block to Write (which checksums it), then
-// writes each to every copy its chunk has (Finish syncs them). Every
-// block allocated in this transaction and still live must be among them:
-// the extent tree already says it exists.
-func (t *Txn) writeBlocks() error {
+// sealBlocks hands every dirty block to Write (which checksums it) and
+// returns their addresses in order. Every block allocated in this
+// transaction and still live must be among them: the extent tree already
+// says it exists.
+func (t *Txn) sealBlocks() ([]disk.LogicalAddr, error) {
 	if _, err := t.tx.WriteDirty(); err != nil {
-		return err
+		return nil, err
 	}
 	if len(t.pending) != len(t.live) {
-		return fmt.Errorf("txn: %d blocks to write but %d live new blocks", len(t.pending), len(t.live))
+		return nil, fmt.Errorf("txn: %d blocks to write but %d live new blocks", len(t.pending), len(t.live))
 	}
-	// Blocks at consecutive addresses go out in one write per copy (up
-	// to maxRun bytes): a commit's blocks are mostly allocated in a row.
-	const maxRun = 1 << 20
-	ns := int(t.fs.sb.NodeSize)
 	addrs := sortedAddrs(t.pending)
-	for i := 0; i < len(addrs); {
-		if _, ok := t.live[addrs[i]]; !ok {
-			return fmt.Errorf("txn: block %d written but not live", addrs[i])
+	for _, a := range addrs {
+		if _, ok := t.live[a]; !ok {
+			return nil, fmt.Errorf("txn: block %d written but not live", a)
 		}
+	}
+	return addrs, nil
+}
+
+// writeBlocks seals the transaction's blocks and writes them out now (no
+// block cache: nothing could serve them from memory meanwhile), or, with
+// a BlockCache, hands them to it pinned and leaves the device writes to
+// the flight (Flight.Finish), outside the FS lock.
+func (t *Txn) writeBlocks() error {
+	addrs, err := t.sealBlocks()
+	if err != nil {
+		return err
+	}
+	c := t.fs.cache
+	if c == nil {
+		return t.fs.writeRuns(&t.fs.runBuf, int(t.fs.sb.NodeSize), addrs, t.pending) // Flight.Finish syncs them
+	}
+	// The next transaction and the read side read these blocks from the
+	// cache until Finish has written them: the cache must keep them.
+	for _, a := range addrs {
+		c.Put(a, t.pending[a])
+	}
+	t.sealed = addrs
+	return nil
+}
+
+// writeRuns writes the blocks at addrs (sorted) to every copy their chunk
+// has, not synced. Blocks at consecutive addresses go out in one write per
+// copy (up to maxRun bytes, gathered in *buf): a commit's blocks are
+// mostly allocated in a row.
+func (fs *FS) writeRuns(buf *[]byte, ns int, addrs []disk.LogicalAddr, blocks map[disk.LogicalAddr][]byte) error {
+	const maxRun = 1 << 20
+	for i := 0; i < len(addrs); {
 		j := i + 1
 		for j < len(addrs) && addrs[j] == addrs[j-1]+disk.LogicalAddr(ns) && (j-i+1)*ns <= maxRun {
-			if _, ok := t.live[addrs[j]]; !ok {
-				return fmt.Errorf("txn: block %d written but not live", addrs[j])
-			}
 			j++
 		}
-		run := t.pending[addrs[i]]
+		run := blocks[addrs[i]]
 		if j-i > 1 {
-			if cap(t.fs.runBuf) < (j-i)*ns {
-				t.fs.runBuf = make([]byte, maxRun)
+			if cap(*buf) < (j-i)*ns {
+				*buf = make([]byte, maxRun)
 			}
-			run = t.fs.runBuf[:(j-i)*ns]
+			run = (*buf)[:(j-i)*ns]
 			for k := i; k < j; k++ {
-				copy(run[(k-i)*ns:], t.pending[addrs[k]])
+				copy(run[(k-i)*ns:], blocks[addrs[k]])
 			}
 		}
-		if err := t.fs.wr.WriteLogical(run, addrs[i]); err != nil {
+		if err := fs.wr.WriteLogical(run, addrs[i]); err != nil {
 			return fmt.Errorf("write tree blocks %d to %d: %w", addrs[i], addrs[j-1], err)
 		}
 		i = j
 	}
-	return nil // Flight.Finish syncs before the superblocks
+	return nil
 }
 
 // currentRoot is the root of tree id at the end of the transaction: the
