@@ -65,6 +65,12 @@ type writer struct {
 	base      dataPolicy
 	maxInline int
 
+	// qmu protects queue and combining: the changes waiting for the
+	// combiner, and whether one is at work (change).
+	qmu       sync.Mutex
+	queue     []*changeReq
+	combining bool
+
 	// prepared, when set (by tests), is called in each commit's critical
 	// section, after Prepare, with the commit's generation.
 	prepared func(gen uint64)
@@ -226,7 +232,14 @@ func (fsys *FS) writable(op, name string) (*writer, error) {
 // change runs fn with the write lock held and the transaction's top-level
 // tree. fn validates first and returns started=false with its error if it
 // changed nothing; an error after a change aborts the transaction.
-func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err error)) (rerr error) {
+//
+// Changes are combined: a change queues itself, and the goroutine that
+// finds no combiner at work becomes it, takes the lock once and runs the
+// queued changes one after another, each whole and with its own result,
+// while the others sleep until theirs is done. Under many writers this
+// replaces a lock handoff per change (a wakeup of the next waiter, which
+// then needs a CPU while the lock sits idle) with one per batch.
+func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err error)) error {
 	w, err := fsys.writable(op, name)
 	if err != nil {
 		return err
@@ -234,22 +247,100 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if !validPath(name) {
 		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	var finishAfter func() error
-	defer func() {
-		if finishAfter != nil && rerr == nil {
-			if err := finishAfter(); err != nil {
-				rerr = &fs.PathError{Op: op, Path: name, Err: err}
+	r := &changeReq{fsys: fsys, op: op, name: name, fn: fn}
+	w.combine(r)
+	if r.finishAfter != nil && r.err == nil {
+		if err := r.finishAfter(); err != nil {
+			return &fs.PathError{Op: op, Path: name, Err: err}
+		}
+	}
+	return r.err
+}
+
+// changeReq is one change waiting to be run by the combiner.
+type changeReq struct {
+	fsys     *FS
+	op, name string
+	fn       func(c *wctx) (started bool, err error)
+	err      error
+	// finishAfter, when set, is run by the change's own goroutine after
+	// the lock is released (a commit the change started).
+	finishAfter func() error
+	// wake receives false when the change has run, true when its
+	// goroutine is to take over as the combiner.
+	wake chan bool
+}
+
+// maxCombined bounds the changes one combiner runs under one hold of the
+// lock, so that commits and reads waiting for it get their turn.
+const maxCombined = 64
+
+// combine runs r, and maybe others' changes with it (see change).
+func (w *writer) combine(r *changeReq) {
+	w.qmu.Lock()
+	w.queue = append(w.queue, r)
+	if w.combining {
+		r.wake = make(chan bool, 1)
+		w.qmu.Unlock()
+		if !<-r.wake {
+			return // run by the combiner
+		}
+		// Handed the combiner's role, with r still queued.
+	} else {
+		w.combining = true
+		w.qmu.Unlock()
+	}
+	for {
+		w.qmu.Lock()
+		n := min(len(w.queue), maxCombined)
+		batch := w.queue[:n:n]
+		w.queue = w.queue[n:]
+		w.qmu.Unlock()
+		mine := false
+		w.runBatch(batch)
+		for _, q := range batch {
+			if q == r {
+				mine = true
+			} else {
+				q.wake <- false
 			}
 		}
-	}()
+		w.qmu.Lock()
+		if len(w.queue) == 0 {
+			w.combining = false
+			w.qmu.Unlock()
+			return
+		}
+		if mine {
+			// Done with ours: the oldest waiter carries on.
+			next := w.queue[0]
+			w.qmu.Unlock()
+			next.wake <- true
+			return
+		}
+		w.qmu.Unlock()
+	}
+}
+
+// runBatch runs changes under one hold of the lock.
+func (w *writer) runBatch(batch []*changeReq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, q := range batch {
+		q.finishAfter, q.err = q.fsys.changeLocked(w, q.op, q.name, q.fn)
+	}
+}
+
+// changeLocked runs one change with w.mu held (see change) and returns its
+// error and, when it started a commit, what waits for that commit.
+func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (started bool, err error)) (finishAfter func() error, rerr error) {
+	var err error
 	if w.dead != nil {
-		return &fs.PathError{Op: op, Path: name, Err: ErrAborted}
+		return nil, &fs.PathError{Op: op, Path: name, Err: ErrAborted}
 	}
 	if w.t == nil {
 		if w.t, err = w.tfs.Begin(); err != nil {
-			return &fs.PathError{Op: op, Path: name, Err: err}
+			return nil, &fs.PathError{Op: op, Path: name, Err: err}
 		}
 		prev := w.cache
 		w.cache = newTxCache()
@@ -273,7 +364,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	}
 	tr, err := w.t.Tree(disk.FSTreeObjectID)
 	if err != nil {
-		return &fs.PathError{Op: op, Path: name, Err: err}
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	c := &wctx{fsys: fsys, tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
 	// While the change runs, reads it makes through the read side must
@@ -296,16 +387,16 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 			// Past the dirty limit: commit now, while later changes wait
 			// for the lock, instead of letting the transaction grow. The
 			// change that crossed the limit then waits for the commit to
-			// be durable, after the lock is released (deferred before
-			// the unlock, so it runs after it): until then the space the
-			// commit freed cannot be reused.
+			// be durable, in its own goroutine after the lock is
+			// released (change): until then the space the commit freed
+			// cannot be reused.
 			f, seq, err := fsys.commitLocked()
 			if err != nil {
-				return &fs.PathError{Op: op, Path: name, Err: err}
+				return nil, &fs.PathError{Op: op, Path: name, Err: err}
 			}
 			finishAfter = func() error { return fsys.finish(f, seq) }
 		}
-		return nil
+		return finishAfter, nil
 	}
 	if started {
 		w.t.Abort()
@@ -313,7 +404,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 		w.dead = err
 		fsys.showCommitted()
 	}
-	return &fs.PathError{Op: op, Path: name, Err: err}
+	return nil, &fs.PathError{Op: op, Path: name, Err: err}
 }
 
 // wctx is what one change works with: the engine transaction, the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ type fileioFlags struct {
 	noShortcut, compare, jsonOut bool
 	verify, keepCopy             bool
 	plot                         string
-	cpuProfile                   string
+	cpuProfile, waitProfile      string
 }
 
 // onOffValue is a sysbench boolean flag: --flag, --flag=on|off (true and
@@ -197,6 +198,25 @@ func (fl *fileioFlags) bind(f *pflag.FlagSet) {
 	f.BoolVar(&fl.jsonOut, "json", false, "print JSON")
 	f.StringVar(&fl.plot, "plot", "", "write an SVG chart to this file")
 	f.StringVar(&fl.cpuProfile, "cpuprofile", "", "write a CPU profile of the run phase (not the prepare phase) to this file, for go tool pprof")
+	f.StringVar(&fl.waitProfile, "waitprofile", "", "write where goroutines waited on locks and channels (Go's block profile) to this file, for go tool pprof")
+}
+
+// startWaitProfile records every wait on a lock or channel until the
+// returned function writes them to path as a block profile.
+func startWaitProfile(path string) (stop func() error) {
+	runtime.SetBlockProfileRate(1)
+	return func() error {
+		defer runtime.SetBlockProfileRate(0)
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("block").WriteTo(f, 0); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
 }
 
 // startCPUProfile profiles the process's CPU into path until the returned
@@ -246,6 +266,14 @@ func runBenchFileio(cmd *cobra.Command, fl *fileioFlags, cfg fileio.Config) erro
 			return err
 		}
 		defer stop()
+	}
+	if fl.waitProfile != "" {
+		stop := startWaitProfile(fl.waitProfile)
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(errw, "gobtrfs bench fileio: --waitprofile: %v\n", err)
+			}
+		}()
 	}
 	var runs []fileio.Result
 	if fl.compare {
