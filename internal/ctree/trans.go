@@ -171,15 +171,32 @@ func (tx *Trans) free(t *Tree, b *block) {
 // newBlock allocates a block for tree t at level, with a fresh header and
 // no items, write-locked, and records it as dirty.
 func (tx *Trans) newBlock(t *Tree, level int, hint disk.LogicalAddr) (*block, error) {
+	return tx.newBlockFrom(t, level, hint, nil)
+}
+
+// newBlockFrom is newBlock with the contents of src, header included, when
+// src is not nil: the caller rewrites the header fields that change.
+// Copying at allocation spares clearing a buffer that is overwritten at
+// once (copyBlock).
+func (tx *Trans) newBlockFrom(t *Tree, level int, hint disk.LogicalAddr, src []byte) (*block, error) {
 	owner := t.owner
 	addr, err := tx.store.Alloc(owner, level, hint)
 	if err != nil {
 		return nil, fmt.Errorf("allocate tree block (tree %s level %d): %w", owner.TreeName(), level, err)
 	}
-	b := &block{addr: addr, buf: make([]byte, tx.params.NodeSize), treeStats: t.stats}
-	h := disk.Header{FSID: tx.params.FSID, Bytenr: addr, Flags: disk.MixedBackrefRev << disk.BackrefRevShift,
-		ChunkTreeUUID: tx.params.ChunkTreeUUID, Generation: tx.gen, Owner: owner, Level: uint8(level)}
-	h.Encode(b.buf)
+	var buf []byte
+	if src != nil {
+		buf = make([]byte, len(src))
+		copy(buf, src) // one allocation without clearing (make + copy)
+	} else {
+		buf = make([]byte, tx.params.NodeSize)
+	}
+	b := &block{addr: addr, buf: buf, treeStats: t.stats}
+	if src == nil {
+		h := disk.Header{FSID: tx.params.FSID, Bytenr: addr, Flags: disk.MixedBackrefRev << disk.BackrefRevShift,
+			ChunkTreeUUID: tx.params.ChunkTreeUUID, Generation: tx.gen, Owner: owner, Level: uint8(level)}
+		h.Encode(b.buf)
+	} // else the caller rewrites the header fields that change (copyBlock)
 	b.mu.Lock()
 	tx.add(b)
 	tx.stats.BlocksAllocated.Add(1)
@@ -194,12 +211,11 @@ func (tx *Trans) newBlock(t *Tree, level int, hint disk.LogicalAddr) (*block, er
 func (tx *Trans) copyBlock(t *Tree, b *block) (*block, error) {
 	const gib = 1 << 30
 	owner := t.owner
-	nb, err := tx.newBlock(t, b.level(), b.addr&^(gib-1))
+	nb, err := tx.newBlockFrom(t, b.level(), b.addr&^(gib-1), b.buf)
 	if err != nil {
 		return nil, err
 	}
 	addr := nb.addr
-	copy(nb.buf, b.buf)
 	copy(nb.buf[offFSID:offFSID+16], tx.params.FSID[:])
 	le.PutUint64(nb.buf[offBytenr:], uint64(addr))
 	const revMask = uint64(0xff) << disk.BackrefRevShift
