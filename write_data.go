@@ -26,6 +26,28 @@ func (fsys *FS) dataChange(op, name string, fn func(c *wctx, t *txn.Txn) (bool, 
 	})
 }
 
+// landedReader is a writable FS's reader of committed file data: a commit
+// may still be writing its data (txn.Flight) when the read side already
+// shows it, so a read first waits until every prepared commit's data is
+// on the devices.
+type landedReader struct {
+	base logicalReader
+	tfs  *txn.FS
+}
+
+// ReadLogical implements logicalReader.
+func (r *landedReader) ReadLogical(p []byte, logical disk.LogicalAddr, verify chunk.VerifyFunc) error {
+	if err := r.tfs.LandData(); err != nil {
+		return err
+	}
+	return r.base.ReadLogical(p, logical, verify)
+}
+
+// ReadBlock implements logicalReader.
+func (r *landedReader) ReadBlock(p []byte, logical disk.LogicalAddr, verify func(b []byte) bool) error {
+	return r.base.ReadBlock(p, logical, verify)
+}
+
 // txnDataReader is the read side's data reader while a transaction runs:
 // addresses the committed chunk map does not know (chunks the transaction
 // added) are read through the transaction (one copy, verified once).

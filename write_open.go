@@ -56,6 +56,9 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	// The write side reads committed tree blocks through the read side's
 	// cache of verified blocks, and hands it every block a commit writes.
 	tfs.SetBlockCache(fsys.br)
+	// And commits write their data behind (txn.Flight): reads of file
+	// data wait until what they may read has landed.
+	fsys.data = &landedReader{base: fsys.data, tfs: tfs}
 	base, err := basePolicy(&o, fsys.sb.CsumType, uint64(fsys.sb.SectorSize))
 	if err != nil {
 		tfs.Close()

@@ -67,9 +67,17 @@ func (t *Txn) Prepare() (*Flight, error) {
 	// touches no data); it must be on the devices before they are
 	// synced, so it is waited for before the tree blocks.
 	t.wb.start()
+	// With a block cache the flight waits for the data (Flight.landData)
+	// outside the lock, as it writes the tree blocks; readers of the
+	// committed data wait for it through FS.LandData.
+	deferData := t.fs.cache != nil
+	writeData := t.FlushData
+	if deferData {
+		writeData = t.wb.failed
+	}
 	pre := []step{
 		{"settle metadata", t.settle},
-		{"write data", t.FlushData},
+		{"write data", writeData},
 		{"write tree blocks", t.writeBlocks},
 		{"prepare superblock", func() (err error) {
 			if sb, err = t.newSuper(); err == nil {
@@ -87,11 +95,16 @@ func (t *Txn) Prepare() (*Flight, error) {
 	t.growDevices()
 	t.endGrowth()
 	t.done = true
-	t.wb.discard() // everything staged went out in "write data"; keep the buffers
+	if !deferData {
+		t.wb.discard() // everything staged went out in "write data"; keep the buffers
+	}
 	fs := t.fs
 	fs.running = nil
 	f := &Flight{fs: fs, gen: t.gen, sb: sb, devItems: fs.devItemsNow(), pins: fs.space.Seal(), done: make(chan struct{}),
 		addrs: t.sealed, blocks: t.pending}
+	if deferData {
+		f.data = &t.wb
+	}
 	fs.flightMu.Lock()
 	f.prev, fs.flight = fs.flight, f
 	fs.flightMu.Unlock()
@@ -116,6 +129,11 @@ type Flight struct {
 	// block cache until written.
 	addrs  []disk.LogicalAddr
 	blocks map[disk.LogicalAddr][]byte
+	// data, when set, is the transaction's write-behind, whose last
+	// buffer may still be on its way to the devices (landData).
+	data     *writeBehind
+	landOnce sync.Once
+	landErr  error
 
 	once sync.Once
 	done chan struct{} // closed when Finish has run
@@ -144,7 +162,9 @@ func (f *Flight) Finish() error {
 		fs := f.fs
 		fs.finishMu.Lock()
 		defer fs.finishMu.Unlock()
-		if err := fs.writeRuns(&fs.finishBuf, int(f.sb.NodeSize), f.addrs, f.blocks); err != nil {
+		if err := f.landData(); err != nil {
+			f.err = err
+		} else if err := fs.writeRuns(&fs.finishBuf, int(f.sb.NodeSize), f.addrs, f.blocks); err != nil {
 			f.err = fmt.Errorf("commit %d: write tree blocks: %w", f.gen, err)
 		} else if err := fs.wr.Sync(); err != nil {
 			f.err = fmt.Errorf("commit %d: sync tree blocks: %w", f.gen, err)
@@ -172,6 +192,48 @@ func (f *Flight) Finish() error {
 	})
 	<-f.done
 	return f.err
+}
+
+// landData waits until the flight's data is on the devices (written, not
+// synced) and gives its staging buffers back; every call returns the
+// same error.
+func (f *Flight) landData() error {
+	f.landOnce.Do(func() {
+		if f.data == nil {
+			return
+		}
+		if err := f.data.flush(); err != nil {
+			f.landErr = fmt.Errorf("commit %d: write data: %w", f.gen, err)
+		}
+		f.data.discard()
+	})
+	return f.landErr
+}
+
+// LandData waits until the data of every prepared commit is on the
+// devices (written, maybe not synced), oldest commit first, so that
+// reading the devices shows it. The filesystem's read side calls it
+// before it reads file data.
+func (fs *FS) LandData() error { return fs.landDataBefore(^disk.Generation(0)) }
+
+// landDataBefore is LandData for the commits older than generation gen:
+// a transaction's own data writes wait for those (Begin), never for its
+// own flight, whose landing waits for them.
+func (fs *FS) landDataBefore(gen disk.Generation) error {
+	fs.flightMu.Lock()
+	var chain []*Flight
+	for f := fs.flight; f != nil; f = f.prev {
+		if f.gen < gen {
+			chain = append(chain, f)
+		}
+	}
+	fs.flightMu.Unlock()
+	for i := len(chain) - 1; i >= 0; i-- {
+		if err := chain[i].landData(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // brokenErr is the error that made the FS unusable, or nil.

@@ -143,6 +143,13 @@ func (wb *writeBehind) start() {
 	}
 }
 
+// failed returns the first error of any write so far, without waiting.
+func (wb *writeBehind) failed() error {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.err
+}
+
 // flush writes everything staged and returns the first error of any
 // write so far.
 func (wb *writeBehind) flush() error {
