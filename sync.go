@@ -51,31 +51,44 @@ func (fsys *FS) Sync() error {
 		return nil
 	}
 	target := w.seq.Load()
-	if w.durable.Load() >= target {
-		return nil // a commit that began after our changes has finished
-	}
-	w.mu.Lock()
-	if w.dead != nil {
+	for {
+		if w.durable.Load() >= target {
+			return nil // a commit that began after our changes has finished
+		}
+		w.mu.Lock()
+		if w.dead != nil {
+			w.mu.Unlock()
+			return &fs.PathError{Op: "sync", Path: w.path, Err: ErrAborted}
+		}
+		f, seq := w.flight, w.flightSeq
+		if f != nil && seq >= target {
+			// A commit on its way covers our changes.
+			w.mu.Unlock()
+			return fsys.finish(f, seq)
+		}
+		if f != nil && w.durable.Load() < seq {
+			// A commit without our changes is on its way: wait for it,
+			// then commit once for every Sync that waited meanwhile
+			// (group commit; the kernel's fsync that must commit also
+			// waits for the commit in progress first). Committing at
+			// once instead would queue one commit per Sync behind it,
+			// each paying for its own device syncs.
+			w.mu.Unlock()
+			if err := fsys.finish(f, seq); err != nil {
+				return err
+			}
+			continue
+		}
+		f, seq, err := fsys.commitLocked()
 		w.mu.Unlock()
-		return &fs.PathError{Op: "sync", Path: w.path, Err: ErrAborted}
+		if err != nil {
+			return err
+		}
+		// The devices sync without the lock: changes go on meanwhile,
+		// and every Sync covered by this commit waits for the same
+		// flight.
+		return fsys.finish(f, seq)
 	}
-	var (
-		f   *txn.Flight
-		seq uint64
-		err error
-	)
-	if w.flight != nil && w.flightSeq >= target {
-		f, seq = w.flight, w.flightSeq // a commit on its way covers our changes
-	} else {
-		f, seq, err = fsys.commitLocked()
-	}
-	w.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	// The devices sync without the lock: changes go on meanwhile, and
-	// every Sync covered by this commit waits for the same flight.
-	return fsys.finish(f, seq)
 }
 
 // Sync makes the file's data and metadata durable, as fsync(2). btrfs
