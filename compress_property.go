@@ -130,21 +130,7 @@ func (c *wctx) inheritProps(parent, in *winode) error {
 // propValue returns the compression property of inode ino of the current
 // tree.
 func (c *wctx) propValue(ino disk.ObjectID) ([]byte, bool, error) {
-	k := disk.Key{ObjectID: ino, Type: disk.XattrItemKey, Offset: disk.NameHash([]byte(PropCompression))}
-	data, ok, err := c.tr.Lookup(c.tx, k)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	entries, err := disk.ParseDirItems(data)
-	if err != nil {
-		return nil, false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "xattr item", Err: err}
-	}
-	for _, e := range entries {
-		if string(e.Name) == PropCompression {
-			return e.Data, true, nil
-		}
-	}
-	return nil, false, nil
+	return c.xattrValue(ino, PropCompression)
 }
 
 // propCompression is the algorithm of in's compression property, when it

@@ -2,6 +2,7 @@ package btrfs_test
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -652,7 +653,90 @@ func (m *model) planCreate(o *rop) (error, error, func()) {
 			n.e.RdevMajor, n.e.RdevMinor = unix.Major(o.dev), unix.Minor(o.dev)
 		}
 	}
+	m.inherit(parentDir(o.a), n)
 	return nil, nil, func() { m.create(o.a, n) }
+}
+
+// inherit gives a new node n what Linux gives it from its directory dir:
+// the group and (for a directory) the set-group-ID bit of a set-group-ID
+// directory, and the directory's default POSIX ACL, which masks the mode
+// and becomes the access ACL (when it says more than the mode) and a
+// directory's default ACL, as posix_acl_create does. The model's own
+// reading of the kernel's rules, not the write path's code.
+func (m *model) inherit(dir string, n *mNode) {
+	d := m.nodes[dir]
+	if d.e.Perm&0o2000 != 0 {
+		n.e.GID = d.e.GID
+		if n.e.Type == btrfstest.TypeDir {
+			n.e.Perm |= 0o2000
+		}
+	}
+	def := d.e.Xattrs["system.posix_acl_default"]
+	if def == "" || n.e.Type == btrfstest.TypeSymlink {
+		return
+	}
+	type entry struct {
+		tag, perm uint16
+		id        uint32
+	}
+	var es []entry
+	for off := 4; off+8 <= len(def); off += 8 {
+		b := []byte(def[off : off+8])
+		es = append(es, entry{binary.LittleEndian.Uint16(b), binary.LittleEndian.Uint16(b[2:]), binary.LittleEndian.Uint32(b[4:])})
+	}
+	encode := func() string {
+		b := binary.LittleEndian.AppendUint32(nil, 2)
+		for _, e := range es {
+			id := e.id
+			if e.tag != 0x02 && e.tag != 0x08 {
+				id = 0xffffffff
+			}
+			b = binary.LittleEndian.AppendUint16(b, e.tag)
+			b = binary.LittleEndian.AppendUint16(b, e.perm)
+			b = binary.LittleEndian.AppendUint32(b, id)
+		}
+		return string(b)
+	}
+	if n.e.Xattrs == nil {
+		n.e.Xattrs = map[string]string{}
+	}
+	if n.e.Type == btrfstest.TypeDir {
+		n.e.Xattrs["system.posix_acl_default"] = encode()
+	}
+	// Each class of the mode and the entry that stands for it keep the
+	// bits both grant: owner, other, and the mask (or, without one, the
+	// owning group).
+	owner, other, group := 6, 0, 3
+	mode := n.e.Perm
+	class := func(e *entry, shift int) {
+		e.perm &= uint16(mode>>shift) & 7
+		mode = mode&^(7<<shift) | mode&(uint32(e.perm)<<shift)
+	}
+	extended := false
+	var groupObj, mask *entry
+	for i := range es {
+		switch es[i].tag {
+		case 0x01:
+			class(&es[i], owner)
+		case 0x20:
+			class(&es[i], other)
+		case 0x04:
+			groupObj = &es[i]
+		case 0x10:
+			mask = &es[i]
+			extended = true
+		default:
+			extended = true
+		}
+	}
+	if mask == nil {
+		mask = groupObj
+	}
+	class(mask, group)
+	n.e.Perm = mode
+	if extended {
+		n.e.Xattrs["system.posix_acl_access"] = encode()
+	}
 }
 
 // nodeType is the file type an fs.FileMode given to Mknod asks for.
@@ -901,7 +985,9 @@ func (m *model) planMkdirAll(o *rop) (error, error, func()) {
 	}
 	return nil, nil, func() {
 		for _, p := range missing {
-			m.create(p, newNode(btrfstest.TypeDir, linuxPermOf(o.perm)))
+			n := newNode(btrfstest.TypeDir, linuxPermOf(o.perm))
+			m.inherit(parentDir(p), n)
+			m.create(p, n)
 		}
 	}
 }

@@ -9,29 +9,67 @@ import (
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
+// CreateOptions are the settings of a new inode beyond its name and
+// mode. The zero value (and nil) makes it as Linux makes one for root with
+// umask 0: owned by root, with its directory's default POSIX ACL and
+// set-group-ID bit applied. Everything is part of the one change that
+// makes the inode, so no commit can show it half made.
+type CreateOptions struct {
+	// UID and GID own the new inode. In a directory with the
+	// set-group-ID bit the group is the directory's instead, and a new
+	// directory gets the bit too, as on Linux.
+	UID, GID uint32
+	// Umask is the permission bits (0777) to clear from the mode, as a
+	// process's umask does, when the directory has no default ACL; with
+	// one, the ACL decides and Umask is not used (Linux's
+	// posix_acl_create). Symlinks ignore it.
+	Umask fs.FileMode
+	// Exact makes the inode with exactly the mode and owner given:
+	// nothing from the directory (default ACL, set-group-ID bit) and no
+	// Umask. For copies that set every attribute of their source
+	// themselves, as mkfs does.
+	Exact bool
+}
+
 // Mkdir makes directory name with permission bits perm (and the set-id
-// and sticky bits of perm), owned by root. The parent must exist: EEXIST,
-// ENOENT, ENOTDIR and ENAMETOOLONG come as *fs.PathError and change nothing.
+// and sticky bits of perm), owned by root, as MkdirWith with nil options
+// makes it. The parent must exist: EEXIST, ENOENT, ENOTDIR and
+// ENAMETOOLONG come as *fs.PathError and change nothing.
 func (fsys *FS) Mkdir(name string, perm fs.FileMode) error {
-	return fsys.create("mkdir", name, disk.ModeDir|UnixMode(perm)&0o7777)
+	return fsys.MkdirWith(name, perm, nil)
+}
+
+// MkdirWith is Mkdir with the owner, umask and inheritance of opts. A
+// default ACL of the parent becomes the new directory's access ACL (with
+// perm applied as Linux applies it) and its default ACL.
+func (fsys *FS) MkdirWith(name string, perm fs.FileMode, opts *CreateOptions) error {
+	return fsys.create("mkdir", name, disk.ModeDir|UnixMode(perm)&0o7777, opts)
 }
 
 // CreateEmpty makes an empty regular file name with permission bits perm,
-// owned by root. Errors as for Mkdir.
+// owned by root, as CreateEmptyWith with nil options makes it. Errors as
+// for Mkdir.
 func (fsys *FS) CreateEmpty(name string, perm fs.FileMode) error {
-	return fsys.create("create", name, disk.ModeRegular|UnixMode(perm)&0o7777)
+	return fsys.CreateEmptyWith(name, perm, nil)
+}
+
+// CreateEmptyWith is CreateEmpty with the owner, umask and inheritance of
+// opts. A default ACL of the parent becomes the file's access ACL, with
+// perm applied as Linux applies it.
+func (fsys *FS) CreateEmptyWith(name string, perm fs.FileMode, opts *CreateOptions) error {
+	return fsys.create("create", name, disk.ModeRegular|UnixMode(perm)&0o7777, opts)
 }
 
 // create adds a new inode of mode (a directory or an empty file) under
 // the name's parent: INODE_ITEM, INODE_REF, DIR_ITEM, DIR_INDEX, and the
 // parent's size, times and transid.
-func (fsys *FS) create(op, name string, mode uint32) error {
+func (fsys *FS) create(op, name string, mode uint32, opts *CreateOptions) error {
 	return fsys.change(op, name, func(c *wctx) (bool, error) {
 		parent, base, ino, index, err := c.prepareNew(name)
 		if err != nil {
 			return false, err
 		}
-		return true, c.link(parent, base, ino, index, mode)
+		return true, c.link(parent, base, ino, index, mode, opts)
 	})
 }
 
@@ -52,10 +90,10 @@ func (c *wctx) prepareNew(name string) (parent *winode, base string, ino disk.Ob
 }
 
 // link writes the items of a new inode ino of mode called base in parent.
-func (c *wctx) link(parent *winode, base string, ino disk.ObjectID, index uint64, mode uint32) error {
+func (c *wctx) link(parent *winode, base string, ino disk.ObjectID, index uint64, mode uint32, opts *CreateOptions) error {
 	now := c.now()
 	in := &winode{ino: ino, item: c.newInodeItem(mode, now)}
-	return c.linkNew(parent, base, in, index, now)
+	return c.linkNew(parent, base, in, index, now, opts)
 }
 
 // newInodeItem is the INODE_ITEM of an inode of mode made now: created
@@ -67,8 +105,22 @@ func (c *wctx) newInodeItem(mode uint32, now time.Time) disk.InodeItem {
 }
 
 // linkNew inserts the INODE_ITEM of the new inode in and gives it its
-// first name, base in parent.
-func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, now time.Time) error {
+// first name, base in parent, with the owner, mode and ACLs opts and
+// the parent give it (createOwner, createACLs).
+func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, now time.Time, opts *CreateOptions) error {
+	var o CreateOptions
+	if opts != nil {
+		o = *opts
+	}
+	var access, def []byte
+	if !o.Exact {
+		createOwner(parent, in, &o)
+		var err error
+		if access, def, err = c.createACLs(parent, in, UnixMode(o.Umask)); err != nil {
+			return err
+		}
+	}
+	in.item.UID, in.item.GID = o.UID, o.GID
 	ibuf := make([]byte, disk.InodeItemSize)
 	inheritFlags(parent, in)
 	in.item.Encode(ibuf)
@@ -81,8 +133,31 @@ func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, no
 	if err := c.inheritProps(parent, in); err != nil {
 		return err
 	}
+	if access != nil {
+		if err := c.setNewXattr(in.ino, aclAccessName, access); err != nil {
+			return err
+		}
+	}
+	if def != nil {
+		if err := c.setNewXattr(in.ino, aclDefaultName, def); err != nil {
+			return err
+		}
+	}
 	c.touch(parent, now, true)
 	return c.putInode(parent)
+}
+
+// createOwner applies a set-group-ID parent to the owner of a new inode,
+// as Linux's inode_init_owner does: the parent's group, and the bit
+// itself on a new directory.
+func createOwner(parent, in *winode, o *CreateOptions) {
+	if parent.item.Mode&disk.ModeSetGID == 0 {
+		return
+	}
+	o.GID = parent.item.GID
+	if in.item.IsDir() {
+		in.item.Mode |= disk.ModeSetGID
+	}
 }
 
 // addName adds the name base of in to directory parent: the back-reference

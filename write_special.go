@@ -17,8 +17,15 @@ const pathMax = 4096
 // ENOENT; a target longer than 4095 bytes (PATH_MAX) or than one inline
 // extent can hold (a leaf's largest item less the extent header, and at
 // most a sector less one byte, what btrfs check accepts) ENAMETOOLONG.
-// Errors come as *os.LinkError, as from os.Symlink.
+// Errors come as *os.LinkError, as from os.Symlink. The link is owned by
+// root, as SymlinkWith with nil options makes it.
 func (fsys *FS) Symlink(target, name string) error {
+	return fsys.SymlinkWith(target, name, nil)
+}
+
+// SymlinkWith is Symlink with the owner of opts (a symlink takes no ACL
+// and no umask).
+func (fsys *FS) SymlinkWith(target, name string, opts *CreateOptions) error {
 	err := fsys.change("symlink", name, func(c *wctx) (bool, error) {
 		limit := fsys.maxInline()
 		switch {
@@ -40,7 +47,7 @@ func (fsys *FS) Symlink(target, name string) error {
 		in := &winode{ino: ino, item: c.newInodeItem(disk.ModeSymlink|0o777, now)}
 		in.item.Size = uint64(len(target))
 		in.item.NBytes = uint64(len(target))
-		if err := c.linkNew(parent, base, in, index, now); err != nil {
+		if err := c.linkNew(parent, base, in, index, now, opts); err != nil {
 			return true, err
 		}
 		fe := disk.FileExtentItem{Generation: c.gen, RAMBytes: uint64(len(target)),
@@ -69,8 +76,15 @@ func (fsys *FS) maxInline() int {
 // for devices only; it is stored as the kernel stores it,
 // (major << 20) | minor. Any other file type, or a device number the
 // kernel cannot hold (major above 4095, minor above 1048575), is EINVAL.
-// Other errors as for Mkdir.
+// Other errors as for Mkdir. The node is owned by root, as MknodWith with
+// nil options makes it.
 func (fsys *FS) Mknod(name string, mode fs.FileMode, dev uint64) error {
+	return fsys.MknodWith(name, mode, dev, nil)
+}
+
+// MknodWith is Mknod with the owner, umask and inheritance of opts, as
+// for CreateEmptyWith.
+func (fsys *FS) MknodWith(name string, mode fs.FileMode, dev uint64, opts *CreateOptions) error {
 	return fsys.change("mknod", name, func(c *wctx) (bool, error) {
 		lmode, rdev, err := nodeMode(mode, dev)
 		if err != nil {
@@ -83,7 +97,7 @@ func (fsys *FS) Mknod(name string, mode fs.FileMode, dev uint64) error {
 		now := c.now()
 		in := &winode{ino: ino, item: c.newInodeItem(lmode, now)}
 		in.item.Rdev = rdev
-		return true, c.linkNew(parent, base, in, index, now)
+		return true, c.linkNew(parent, base, in, index, now, opts)
 	})
 }
 

@@ -69,9 +69,12 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 			// A FUSE write carries at most MaxWrite bytes; 1 MiB
 			// rather than go-fuse's 128 KiB default makes large
 			// writes fewer round trips and larger extents.
-			MaxWrite:           1 << 20,
-			MaxReadAhead:       1 << 20,
-			EnableAcl:          true,
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			EnableAcl:    true,
+			// The umask is applied by the btrfs package, which knows
+			// when a default ACL overrules it (umask_linux.go).
+			ExtraCapabilities:  gofuse.CAP_DONT_MASK,
 			DisableReadDirPlus: false,
 		},
 	}
@@ -85,7 +88,7 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 	if m.ro {
 		fo.MountOptions.Options = append(fo.MountOptions.Options, "ro")
 	}
-	rawFS := fs.NewNodeFS(root, fo)
+	rawFS := &umaskFS{RawFileSystem: fs.NewNodeFS(root, fo), t: &m.umasks}
 	srv, err := gofuse.NewServer(rawFS, dir, &fo.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -122,6 +125,9 @@ type mount struct {
 	opts   Options   // immutable
 	inos   inoMap
 	log    *log.Logger
+	// umasks carries the umask of create requests past go-fuse's
+	// node API (umask_linux.go).
+	umasks umaskTable
 }
 
 func newMount(fsys *btrfs.FS, opts *Options) (*mount, error) {

@@ -93,7 +93,7 @@ func (m *mount) makeOrphanDir() (string, error) {
 	if _, err := m.fsys.Lstat(dir); err == nil {
 		return dir, nil
 	}
-	err := m.keepTimes(func() error { return m.fsys.Mkdir(dir, 0o700) })
+	err := m.keepTimes(func() error { return m.fsys.MkdirWith(dir, 0o700, &btrfs.CreateOptions{Exact: true}) })
 	if err != nil && toErrno(err) != syscall.EEXIST {
 		return "", err
 	}
@@ -134,11 +134,13 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofu
 		return nil, nil, 0, syscall.EROFS
 	}
 	dir := n.m.orphanDir()
-	if err := n.m.fsys.Mkdir(dir, 0o700); err != nil && toErrno(err) != syscall.EEXIST {
+	if err := n.m.fsys.MkdirWith(dir, 0o700, &btrfs.CreateOptions{Exact: true}); err != nil && toErrno(err) != syscall.EEXIST {
 		return nil, nil, 0, toErrno(err)
 	}
 	p := fmt.Sprintf("%s/tmpfile.%d", dir, orphanSeq.Add(1))
-	if err := n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+	// Made in the orphan directory, it gets the umask but not the
+	// default ACL of n, which the kernel's btrfs would give it.
+	if err := n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, "")); err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
 	// Its directory is the orphan directory, not n: found by path.

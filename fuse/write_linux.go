@@ -38,36 +38,12 @@ const (
 )
 
 // made finishes a new inode at name (whose last component is base, or ""
-// when it is not in n) made in directory n: the caller's owner and group
-// (or the directory's group under a set-group-ID directory, as Linux
-// does), the mode bits that a chown would have cleared, the mount's
+// when it is not in n) made in directory n: the mount's
 // nodatacow/nodatasum for regular files, and the entry the kernel gets.
-//
-// The btrfs package makes new inodes owned by root; a change of owner
-// after is a second change in the same transaction, so a commit between
-// the two (a crash then) can leave a root-owned new file behind.
+// Owner, group and mode were set by the change that made it
+// (createOptions).
 func (n *node) made(ctx context.Context, name, base string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	uid, gid := uint32(0), uint32(0)
-	if c, ok := gofuse.FromContext(ctx); ok {
-		uid, gid = c.Uid, c.Gid
-	}
 	typ := mode & syscall.S_IFMT
-	if pst, errno := n.stat(); errno == 0 && pst.Mode&syscall.S_ISGID != 0 {
-		gid = pst.GID
-		if typ == syscall.S_IFDIR {
-			mode |= syscall.S_ISGID
-		}
-	}
-	if uid != 0 || gid != 0 {
-		if err := n.m.fsys.Chown(name, int(uid), int(gid)); err != nil {
-			return nil, toErrno(err)
-		}
-	}
-	if typ != syscall.S_IFLNK && (mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 && (uid != 0 || gid != 0) || typ == syscall.S_IFDIR && mode&syscall.S_ISGID != 0) {
-		if err := n.m.fsys.Chmod(name, btrfs.FileModeOf(mode&0o7777)); err != nil {
-			return nil, toErrno(err)
-		}
-	}
 	if typ == syscall.S_IFREG && (n.m.opts.NoDataCow || n.m.opts.NoDataSum) {
 		var set uint64 = flagNoDataSum
 		if n.m.opts.NoDataCow {
@@ -104,7 +80,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, syscall.EROFS
 	}
 	p := n.child(name)
-	if err := n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+	if err := n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name)); err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
 	ch, errno := n.made(ctx, p, name, syscall.S_IFREG|mode&0o7777, out)
@@ -125,7 +101,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, syscall.EROFS
 	}
 	p := n.child(name)
-	if err := n.m.fsys.Mkdir(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
+	if err := n.m.fsys.MkdirWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name)); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.made(ctx, p, name, syscall.S_IFDIR|mode&0o7777, out)
@@ -138,14 +114,15 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	}
 	p := n.child(name)
 	var err error
+	opts := n.m.createOptions(ctx, name)
 	if mode&syscall.S_IFMT == syscall.S_IFREG || mode&syscall.S_IFMT == 0 {
 		mode |= syscall.S_IFREG
-		err = n.m.fsys.CreateEmpty(p, btrfs.FileModeOf(mode&0o7777))
+		err = n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), opts)
 	} else {
 		// dev is the kernel's new_encode_dev form.
 		major := (dev & 0xfff00) >> 8
 		minor := dev&0xff | (dev>>12)&0xfff00
-		err = n.m.fsys.Mknod(p, btrfs.FileModeOf(mode), btrfs.Mkdev(major, minor))
+		err = n.m.fsys.MknodWith(p, btrfs.FileModeOf(mode), btrfs.Mkdev(major, minor), opts)
 	}
 	if err != nil {
 		return nil, toErrno(err)
@@ -159,7 +136,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 		return nil, syscall.EROFS
 	}
 	p := n.child(name)
-	if err := n.m.fsys.Symlink(target, p); err != nil {
+	if err := n.m.fsys.SymlinkWith(target, p, n.m.createOptions(ctx, name)); err != nil {
 		return nil, toErrno(err)
 	}
 	return n.made(ctx, p, name, syscall.S_IFLNK|0o777, out)

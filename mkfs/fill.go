@@ -509,7 +509,7 @@ func (f *filler) clamp(t time.Time) time.Time {
 // derived from the build's seed when reproducible, random otherwise).
 func (f *filler) mkdir(p string, perm fs.FileMode) error {
 	if _, ok := f.subvols[p]; !ok {
-		if err := f.fsys.Mkdir(p, perm); err != nil {
+		if err := f.fsys.MkdirWith(p, perm, exact()); err != nil {
 			return err
 		}
 		return f.applyFlags(p)
@@ -561,3 +561,8 @@ func (f *filler) parents(p string) error {
 	}
 	return nil
 }
+
+// exact makes inodes without what Linux would inherit from their
+// directory (default ACL, set-group-ID bit): mkfs copies its source's
+// own modes, owners and ACLs, as mkfs.btrfs --rootdir does.
+func exact() *btrfs.CreateOptions { return &btrfs.CreateOptions{Exact: true} }

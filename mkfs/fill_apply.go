@@ -48,7 +48,7 @@ func (f *filler) apply(e *Entry) error {
 	case KindFile:
 		permDone, err = f.writeFile(e)
 	case KindSymlink:
-		err = f.fsys.Symlink(e.Target, p)
+		err = f.fsys.SymlinkWith(e.Target, p, exact())
 	default:
 		err = f.mknod(e)
 	}
@@ -97,7 +97,7 @@ func (f *filler) writeFile(e *Entry) (permDone bool, err error) {
 	if perm := f.perm(e); perm&0o6000 == 0 && f.owner(e) == (Owner{}) {
 		create, permDone = perm, true
 	}
-	if err := f.fsys.CreateEmpty(p, btrfs.FileModeOf(create)); err != nil {
+	if err := f.fsys.CreateEmptyWith(p, btrfs.FileModeOf(create), exact()); err != nil {
 		return false, err
 	}
 	if err := f.applyFlags(p); err != nil {
@@ -182,7 +182,7 @@ func (f *filler) mknod(e *Entry) error {
 	if e.Kind == KindCharDev || e.Kind == KindBlockDev {
 		dev = mkdev(e.DevMajor, e.DevMinor)
 	}
-	return f.fsys.Mknod(e.Path, btrfs.FileModeOf(nodeTypes[e.Kind]|0o600), dev)
+	return f.fsys.MknodWith(e.Path, btrfs.FileModeOf(nodeTypes[e.Kind]|0o600), dev, exact())
 }
 
 // attrs sets owner, mode, xattrs and (for non-directories) times, in the

@@ -33,6 +33,7 @@ func newMountCommand() *cobra.Command {
 		background bool
 		debug      bool
 		stats      bool
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount [-o OPTIONS] [-d DEVICE]... IMAGE|DEVICE MOUNTPOINT",
@@ -64,7 +65,7 @@ also read from MOUNTPOINT/.gobtrfs/counters, a directory no listing shows.`,
 			if background && os.Getenv(readyFDEnv) == "" {
 				return mountBackground(cmd)
 			}
-			return runMount(cmd, args[0], args[1], &ff, bo, mo)
+			return runMount(cmd, args[0], args[1], &ff, bo, mo, cpuProfile)
 		},
 	}
 	ff.register(cmd)
@@ -72,11 +73,13 @@ also read from MOUNTPOINT/.gobtrfs/counters, a directory no listing shows.`,
 	cmd.Flags().BoolVar(&background, "background", false, "return once mounted and serve from a detached process")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every FUSE request to standard error")
 	cmd.Flags().BoolVar(&stats, "stats", false, "add MOUNTPOINT/.gobtrfs/counters (hidden): the write counters as JSON")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon, from mount to unmount, to this file (for go tool pprof)")
 	return cmd
 }
 
-// runMount mounts and serves until unmounted.
-func runMount(cmd *cobra.Command, image, dir string, ff *fsFlags, bo *btrfs.Options, mo *fuse.Options) (err error) {
+// runMount mounts and serves until unmounted, with a CPU profile written
+// to cpuProfile unless it is "".
+func runMount(cmd *cobra.Command, image, dir string, ff *fsFlags, bo *btrfs.Options, mo *fuse.Options, cpuProfile string) (err error) {
 	ready := readyPipe()
 	defer func() {
 		if ready != nil {
@@ -104,6 +107,14 @@ func runMount(cmd *cobra.Command, image, dir string, ff *fsFlags, bo *btrfs.Opti
 	stderr := cmd.ErrOrStderr()
 	if mo.Debug {
 		mo.Logger = log.New(stderr, "fuse: ", log.Lmicroseconds)
+	}
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			fsys.Close()
+			return err
+		}
+		defer stop()
 	}
 	srv, err := fuse.Mount(dir, fsys, mo)
 	if err != nil {
