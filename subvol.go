@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -51,6 +52,13 @@ func (fsys *FS) Subvolumes() ([]SubvolumeInfo, error) {
 			continue
 		}
 		info, found, ierr := fsys.subvolumeInfo(k.ObjectID)
+		if errors.Is(ierr, errNoRoot) {
+			// The root tree lists this ROOT_ITEM (or a parent's back
+			// reference names one) that a search cannot find: its keys
+			// are damaged.
+			return out, &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k,
+				What: "root tree lists a subvolume that a search does not find", Err: ierr}
+		}
 		if ierr != nil {
 			return out, ierr
 		}
