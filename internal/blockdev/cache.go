@@ -218,11 +218,26 @@ func (c *Cache) pushFront(pg *cachePage) {
 // fails the pages are dropped instead, since the device contents are unknown.
 func (c *Cache) WriteAt(p []byte, off int64) (int, error) {
 	n, err := c.dev.WriteAt(p, off)
+	c.wrote(p, off, err)
+	return n, err
+}
+
+// WriteShared implements SharedWriter: the device below shares or
+// writes, and the cached pages take p either way.
+func (c *Cache) WriteShared(p []byte, off int64, src HostRange) (bool, error) {
+	shared, err := WriteShared(c.dev, p, off, src)
+	c.wrote(p, off, err)
+	return shared, err
+}
+
+// wrote updates the cached pages p (written at off) touches, or drops
+// them when the write failed (err).
+func (c *Cache) wrote(p []byte, off int64, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	if off < 0 || len(p) == 0 {
-		return n, err
+		return
 	}
 	first, last := off/c.pageSize, (off+int64(len(p))-1)/c.pageSize
 	for idx := first; idx <= last; idx++ {
@@ -242,7 +257,6 @@ func (c *Cache) WriteAt(p []byte, off int64) (int, error) {
 		}
 		pg.data = data
 	}
-	return n, err
 }
 
 // Invalidate drops cached pages overlapping [off, off+n), for callers that

@@ -132,7 +132,7 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "WARNING: runtime features are deprecated, use -O|--features instead")
 	}
 	if fl.reflink {
-		if err := reflinkCheck(cmd.ErrOrStderr(), fl.rootDir, image); err != nil {
+		if err := reflinkCheck(fl.rootDir, image); err != nil {
 			cleanup()
 			return err
 		}
@@ -148,8 +148,15 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 	bar := newProgress(cmd.ErrOrStderr(), fl.quiet, "mkfs", 0)
 	opts.OnSummary = func(s *mkfs.Summary) { bar.total = s.DataBytes }
 	opts.Progress = bar.add
-	_, err = mkfs.BuildContext(cmd.Context(), image, open, *opts)
+	st, err := mkfs.BuildContext(cmd.Context(), image, open, *opts)
 	bar.finish()
+	if err == nil && st.NotSharedBytes > 0 {
+		// The host cloned the first file (reflinkCheck) but refused
+		// some ranges: input files on another filesystem below the
+		// input directory, or offsets off the host's block boundaries.
+		fmt.Fprintf(cmd.ErrOrStderr(), "gobtrfs mkfs: --reflink: %d bytes could not be shared with the input and were written (%d shared)\n",
+			st.NotSharedBytes, st.SharedBytes)
+	}
 	return err
 }
 
