@@ -60,7 +60,12 @@ runs this command, so image builders can use it in its place. With
 SOURCE_DATE_EPOCH, times newer than it are clamped to it; with
 DETERMINISTIC_SEED=1 (which needs -U) the UUIDs derive from -U and the
 input. --compress also sets the top directory's compression property, so
-files added later are compressed too.
+files added later are compressed too. --reflink makes the image share the
+input files' data blocks on the host (FICLONERANGE: the input and the
+image on one btrfs or XFS; mkfs fails before writing when the host cannot
+clone): the bytes are still read for the checksums, but only partial last
+sectors, inline files and metadata are written, and shared data are not
+compressed.
 
 IMAGE is created (sparse) when it does not exist, of --byte-count bytes or
 else of a size estimated from the input (like mkfs.btrfs --rootdir; 256
