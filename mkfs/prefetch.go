@@ -140,6 +140,7 @@ func (p *prefetchSource) run() {
 // the data and whether they were read without error.
 func readAhead(e *Entry, n int64) ([]byte, bool) {
 	open := e.Open
+	e.host = nil // the source closes it at its next Next: the data come from memory now
 	var data []byte
 	r, err := open()
 	if err == nil {
