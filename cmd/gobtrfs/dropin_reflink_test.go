@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -7,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 )
@@ -62,6 +66,30 @@ func TestMkfsBtrfsReflink(t *testing.T) {
 		}
 	}
 	checkBuilderImage(t, builderCase{label: "root"}, img, src)
+
+	// A directory of the input that is another filesystem (a bind mount
+	// of the test's temporary directory): its files cannot be shared,
+	// are written, and mkfs says how much.
+	mnt := filepath.Join(src, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	if err := os.WriteFile(filepath.Join(elsewhere, "f"), big[:64<<10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(elsewhere, mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	img3 := filepath.Join(host, "img3")
+	out, err = exec.Command(bin, "--reflink", "-r", src, img3).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--reflink: 65536 bytes could not be shared") {
+		t.Errorf("mkfs.btrfs --reflink with a mount point in the input: %v\n%s", err, out)
+	}
+	if err == nil {
+		btrfstest.Check(t, []string{img3}, true)
+	}
 
 	other := rootfs(t) // on the test's temporary directory, not the host btrfs
 	img2 := filepath.Join(host, "img2")
