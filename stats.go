@@ -87,6 +87,14 @@ type WriteCounters struct {
 	// DeviceBytesWritten is every byte written to the devices: data,
 	// tree blocks (every copy) and superblocks.
 	DeviceBytesWritten int64 `json:"device_bytes_written"`
+	// DeviceBytesShared is the file data stored by sharing a host file's
+	// blocks (PrepareShared) instead of writing it, every copy counted;
+	// DeviceBytesWritten does not include it.
+	DeviceBytesShared int64 `json:"device_bytes_shared"`
+	// DeviceBytesNotShared is the file data offered for sharing that the
+	// host would not share (another filesystem, offsets off its block
+	// boundaries), written instead and counted in DeviceBytesWritten.
+	DeviceBytesNotShared int64 `json:"device_bytes_not_shared"`
 	// Trees holds the engine's counters by tree name (TreeName), for
 	// every tree a transaction opened.
 	Trees map[string]TreeCounters `json:"trees"`
@@ -112,6 +120,7 @@ func (fsys *FS) WriteCounters() (WriteCounters, error) {
 	}
 	tfs := fsys.w.tfs
 	wc := WriteCounters{Commits: tfs.Commits(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{}}
+	wc.DeviceBytesShared, wc.DeviceBytesNotShared = tfs.BytesShared()
 	for id, s := range tfs.TreeStats() {
 		wc.Trees[TreeName(uint64(id))] = treeCounters(s)
 	}

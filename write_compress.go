@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/compress"
 	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/txn"
@@ -51,6 +52,13 @@ func basePolicy(o *Options, ct disk.CsumType, ss uint64) (dataPolicy, error) {
 		return dataPolicy{}, err
 	}
 	return dataPolicy{comp: comp, level: o.CompressLevel, force: o.CompressForce, csum: true, ct: ct, ss: ss}, nil
+}
+
+// plain is p without compression: the policy of data shared with a
+// host file, whose extents must hold the host's bytes as they are.
+func (p dataPolicy) plain() dataPolicy {
+	p.comp, p.level, p.force = compress.None, 0, false
+	return p
 }
 
 // policy returns the write policy for in. As the kernel: NODATASUM (and
@@ -168,7 +176,7 @@ func sumSectors(ct disk.CsumType, b []byte, ss uint64) []byte {
 // fragmented. It reports whether some piece did not compress (the kernel
 // then marks the inode NOCOMPRESS). pieces, when not nil, are buf's
 // pieces prepared under p already (PrepareData).
-func (c *wctx) storeData(buf []byte, at uint64, p dataPolicy, pieces []piece) ([]extent, bool, error) {
+func (c *wctx) storeData(buf []byte, at uint64, p dataPolicy, pieces []piece, host *hostBytes) ([]extent, bool, error) {
 	if pieces == nil {
 		var err error
 		if pieces, err = preparePieces(buf, p); err != nil {
@@ -195,7 +203,7 @@ func (c *wctx) storeData(buf []byte, at uint64, p dataPolicy, pieces []piece) ([
 			j++
 		}
 		start, end := i*pieceSize, min(len(buf), j*pieceSize)
-		exts, err := c.storePlain(buf[start:end], sums, at+uint64(start), p)
+		exts, err := c.storePlain(buf[start:end], sums, at+uint64(start), p, host.from(start))
 		if err != nil {
 			return nil, false, err
 		}
@@ -229,7 +237,7 @@ func (c *wctx) storeCompressed(pc *piece, at uint64, p dataPolicy) (extent, erro
 	if err != nil {
 		return extent{}, err
 	}
-	if err := c.putData(addr, pc.stored, pc.sums); err != nil {
+	if err := c.putData(addr, pc.stored, pc.sums, nil); err != nil {
 		return extent{}, err
 	}
 	l := uint64(len(pc.data))
@@ -241,9 +249,10 @@ func (c *wctx) storeCompressed(pc *piece, at uint64, p dataPolicy) (extent, erro
 // storePlain writes data uncompressed as extents of at most
 // disk.MaxExtentSize, halving the size while the allocator has no free
 // range that large.
-func (c *wctx) storePlain(data, sums []byte, at uint64, p dataPolicy) ([]extent, error) {
+func (c *wctx) storePlain(data, sums []byte, at uint64, p dataPolicy, host *hostBytes) ([]extent, error) {
 	t := c.t
 	var out []extent
+	done := 0
 	cs := uint64(p.ct.Size())
 	limit := uint64(disk.MaxExtentSize)
 	for len(data) > 0 {
@@ -260,25 +269,58 @@ func (c *wctx) storePlain(data, sums []byte, at uint64, p dataPolicy) ([]extent,
 		if p.csum {
 			s, sums = sums[:n/p.ss*cs], sums[n/p.ss*cs:]
 		}
-		if err := c.putData(addr, data[:n], s); err != nil {
+		if err := c.putData(addr, data[:n], s, host.from(done)); err != nil {
 			return nil, err
 		}
 		out = append(out, extent{start: at, length: n, fe: disk.FileExtentItem{Generation: c.gen, RAMBytes: n,
 			Type: disk.FileExtentReg, DiskBytenr: addr, DiskNumBytes: n, NumBytes: n}})
-		data, at = data[n:], at+n
+		data, at, done = data[n:], at+n, done+int(n)
 	}
 	return out, nil
 }
 
 // putData writes b at addr and records its checksums (none for
-// NODATASUM files).
-func (c *wctx) putData(addr disk.LogicalAddr, b, sums []byte) error {
+// NODATASUM files). The whole sectors of b that host says are a host
+// file's bytes are shared with it (Txn.WriteDataShared) rather than
+// written; a partial sector at their end is written, as the host can
+// clone only whole blocks (a range ending at the source's end of file
+// may be partial, but only when it also ends the destination, which a
+// range inside an image never does).
+func (c *wctx) putData(addr disk.LogicalAddr, b, sums []byte, host *hostBytes) error {
 	t := c.t
-	if err := t.WriteData(addr, b); err != nil {
-		return err
+	k := 0
+	if host != nil {
+		k = int(roundDownTo(uint64(min(len(b), host.n)), c.fsys.w.base.ss))
+	}
+	if k > 0 {
+		if err := t.WriteDataShared(addr, b[:k], host.src); err != nil {
+			return err
+		}
+	}
+	if k < len(b) {
+		if err := t.WriteData(addr+disk.LogicalAddr(k), b[k:]); err != nil {
+			return err
+		}
 	}
 	if len(sums) == 0 {
 		return nil
 	}
 	return t.AddCsums(addr, sums)
+}
+
+// hostBytes says that the first n bytes of a buffer being stored are
+// also those of the host file range src (PrepareShared), so they may be
+// shared with it instead of written.
+type hostBytes struct {
+	src blockdev.HostRange
+	n   int
+}
+
+// from is h for the same buffer from byte k on: nil when no host bytes
+// are left (h nil included).
+func (h *hostBytes) from(k int) *hostBytes {
+	if h == nil || k >= h.n {
+		return nil
+	}
+	return &hostBytes{src: blockdev.HostRange{File: h.src.File, Off: h.src.Off + int64(k)}, n: h.n - k}
 }

@@ -271,7 +271,16 @@ func (c *wctx) write(in *winode, p []byte, off uint64, pd *PreparedData) error {
 	if err != nil {
 		return err
 	}
-	if pd != nil && pd.pol != pol {
+	// Data shared with a host file (PrepareShared) are stored as they
+	// are: dpol is pol without compression then. Inline extents and the
+	// one uninline makes are not shared and keep pol.
+	dpol := pol
+	var host *hostBytes
+	if pd != nil && pd.host != nil {
+		dpol = pol.plain()
+		host = &hostBytes{src: *pd.host, n: len(p)}
+	}
+	if pd != nil && pd.pol != dpol {
 		pd = nil
 	}
 	ss := pol.ss
@@ -285,10 +294,13 @@ func (c *wctx) write(in *winode, p []byte, off uint64, pd *PreparedData) error {
 		return err
 	}
 	a, b := roundDownTo(off, ss), roundUpTo(end, ss)
+	if a != off {
+		host = nil // the buffer starts with bytes read from the file, not p
+	}
 	if pd != nil && pd.pieces != nil && a == off && (b == end || b-ss >= oldSize) {
 		// The prepared pieces hold p with zeros after it to the sector's
 		// end, which is what the file holds there too.
-		return c.replaceData(in, pd.padded, a, pol, newSize, pd.pieces)
+		return c.replaceData(in, pd.padded, a, dpol, newSize, pd.pieces, host)
 	}
 	buf := p
 	if a != off || b != end {
@@ -307,7 +319,7 @@ func (c *wctx) write(in *winode, p []byte, off uint64, pd *PreparedData) error {
 		}
 		copy(buf[off-a:], p)
 	}
-	return c.replaceData(in, buf, a, pol, newSize, nil)
+	return c.replaceData(in, buf, a, dpol, newSize, nil, host)
 }
 
 // tryInline makes in's whole content one inline extent when the file of
@@ -385,7 +397,7 @@ func (c *wctx) uninline(in *winode, pol dataPolicy) error {
 	if err := c.readExtents(in, first, 0, buf[:n]); err != nil {
 		return err
 	}
-	items, _, err := c.storeData(buf, 0, pol, nil)
+	items, _, err := c.storeData(buf, 0, pol, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -395,10 +407,11 @@ func (c *wctx) uninline(in *winode, pol dataPolicy) error {
 // replaceData writes buf (whole sectors) as new extents at file offset
 // a, replacing what lay there, and sets the size to newSize. Without
 // NO_HOLES the gap between the old end and a gets hole items. pieces are
-// buf's, prepared already, or nil.
-func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64, pieces []piece) error {
+// buf's, prepared already, or nil; host (or nil) tells which bytes of
+// buf may be shared with a host file.
+func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, newSize uint64, pieces []piece, host *hostBytes) error {
 	fsys := c.fsys
-	items, failed, err := c.storeData(buf, a, pol, pieces)
+	items, failed, err := c.storeData(buf, a, pol, pieces, host)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func (c *wctx) zeroPart(in *winode, pol dataPolicy, lo, hi uint64) error {
 		return err
 	}
 	clear(buf[lo-s : hi-s])
-	return c.replaceData(in, buf, s, pol, in.item.Size, nil)
+	return c.replaceData(in, buf, s, pol, in.item.Size, nil, nil)
 }
 
 // PunchHole makes [off, off+length) of the regular file name read as

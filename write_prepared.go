@@ -3,8 +3,10 @@ package btrfs
 import (
 	"bytes"
 	"io/fs"
+	"os"
 	"syscall"
 
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/compress"
 )
 
@@ -26,6 +28,8 @@ type PreparedData struct {
 
 	inlineDone bool   // inline was computed
 	inline     []byte // data compressed for an inline extent (nil: did not shrink)
+
+	host *blockdev.HostRange // where data are a host file's bytes (PrepareShared), or nil
 }
 
 // PrepareData compresses and checksums p for WritePrepared. It may run
@@ -37,6 +41,40 @@ func (fsys *FS) PrepareData(p []byte) (*PreparedData, error) {
 		return nil, err
 	}
 	return fsys.prepareWith(p, w.base)
+}
+
+// PrepareShared is PrepareData for bytes that are also those of the host
+// file src from offset srcOff on (p was read from there). WritePrepared
+// then stores the whole sectors of p by sharing src's blocks with the
+// image (a reflink: FICLONERANGE on Linux) instead of writing them,
+// where the image file and src lie on one host filesystem that clones
+// and the offsets fall on its block boundaries; it writes the rest (the
+// partial sector at the end of a file, and everything the host refuses
+// to share). Every copy of a DUP or RAID1 chunk shares the same blocks.
+// WriteCounters tells the bytes shared from those written.
+//
+// Data stored so is not compressed (a compressed extent does not hold
+// the host's bytes); a file small enough for an inline extent still gets
+// one, compressed as any. The checksums come from p, so p must be what
+// src holds. src must stay open until the write is done. Only the write
+// this prepares shares anything: writing pd at an offset that is not on
+// a sector boundary writes it.
+func (fsys *FS) PrepareShared(p []byte, src *os.File, srcOff int64) (*PreparedData, error) {
+	w, err := fsys.writable("prepare", ".")
+	if err != nil {
+		return nil, err
+	}
+	if src == nil || srcOff < 0 {
+		return nil, &fs.PathError{Op: "prepare", Path: ".", Err: syscall.EINVAL}
+	}
+	pd, err := fsys.prepareWith(p, w.base.plain())
+	if err != nil {
+		return nil, err
+	}
+	// An inline extent may still be compressed; the write works that out.
+	pd.inlineDone, pd.inline = false, nil
+	pd.host = &blockdev.HostRange{File: src, Off: srcOff}
+	return pd, nil
 }
 
 // prepareWith prepares p under policy pol.

@@ -9,6 +9,9 @@
 // subvolumes of chosen directories, shrinking the result to its last used
 // byte, and, when reproducible, deriving every UUID from a hash of the
 // input and stamping every time from a fixed clock (docs/design/0007).
+// With Reflink, the data of a host directory's files are shared with the
+// image file (FICLONERANGE) rather than written, where the host clones
+// (docs/design/0012).
 // CopyInto runs the same filler against a filesystem that is already open
 // (`gobtrfs cp` into an image), with OpenPath as its source for a host
 // file or tree.

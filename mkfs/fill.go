@@ -86,6 +86,17 @@ type BuildOptions struct {
 
 	// Progress, if set, is called after each entry with its data bytes.
 	Progress func(bytes int64)
+
+	// Reflink shares the data of regular files with the input instead
+	// of writing them (mkfs.btrfs --reflink): the whole sectors of every
+	// data extent are cloned from the host file into the image file
+	// (FICLONERANGE, Linux), where both lie on one host filesystem that
+	// clones (btrfs, XFS). The bytes are still read, for the checksums;
+	// a file's partial last sector and inline files are written, and
+	// shared extents are not compressed. Ranges the host refuses are
+	// written, and counted in Stats.NotSharedBytes. It applies to
+	// entries of a DirSource (OpenDir); others are written.
+	Reflink bool
 }
 
 // Owner is a numeric owner.
@@ -106,6 +117,10 @@ type Stats struct {
 	Entries   int64
 	DataBytes int64
 	Commits   int
+	// SharedBytes and NotSharedBytes are, with Reflink, the bytes stored
+	// by sharing the host's blocks and those the host refused to share
+	// and were written instead, every copy counted.
+	SharedBytes, NotSharedBytes int64
 }
 
 // Build formats the image at path (see Format) and fills it with the
@@ -208,6 +223,9 @@ func (f *filler) format(path string, bopts *btrfs.Options, open Opener) error {
 	err = f.run(open)
 	if err == nil && f.opts.Shrink {
 		_, err = fsys.Shrink()
+	}
+	if wc, werr := fsys.WriteCounters(); werr == nil {
+		f.stats.SharedBytes, f.stats.NotSharedBytes = wc.DeviceBytesShared, wc.DeviceBytesNotShared
 	}
 	if err != nil {
 		_ = fsys.Rollback() // a failed build commits nothing more
@@ -369,7 +387,7 @@ func (f *filler) run(open Opener) error {
 	if err != nil {
 		return err
 	}
-	src := newPrefetch(raw, f.fsys.PrepareData) // reading and preparing the input overlap with writing
+	src := newPrefetch(raw, f.fsys.PrepareData, f.opts.Reflink) // reading and preparing the input overlap with writing
 	defer src.Close()
 	f.dirs["."] = &dirState{atime: f.now, mtime: f.now}
 	if o := f.opts.Owner; o != nil {

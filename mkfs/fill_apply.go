@@ -113,7 +113,12 @@ func (f *filler) writeData(e *Entry) error {
 		return nil
 	}
 	var end int64
-	if pd := e.prepared; pd != nil {
+	if f.opts.Reflink && e.host != nil && e.prepared == nil && len(e.Segments) > 0 {
+		var err error
+		if end, err = f.writeShared(e); err != nil {
+			return err
+		}
+	} else if pd := e.prepared; pd != nil {
 		// The prefetcher prepares only a whole single segment from 0.
 		n, err := f.fsys.WritePrepared(p, pd, 0)
 		if err != nil {

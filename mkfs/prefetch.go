@@ -13,6 +13,10 @@ import (
 // into memory; larger files are streamed by the writer as they come.
 const prefetchMax = 256 << 10
 
+// minSectorSize is the smallest sector size (and host block size) there
+// is: a file shorter than it has no whole sector to share with the host.
+const minSectorSize = 4096
+
 // prefetchDepth is how many entries the prefetcher may run ahead: at most
 // prefetchDepth*prefetchMax bytes of file data are held.
 const prefetchDepth = 128
@@ -48,13 +52,19 @@ type prefetchSource struct {
 	prepare prepareFunc
 	jobs    chan *prefetchItem
 	workers sync.WaitGroup
+
+	// keepHost leaves the data of files with a host file (Entry.host) of
+	// a sector or more to the writer, which shares them with the image
+	// (BuildOptions.Reflink): the host file must be open when it writes.
+	keepHost bool
 }
 
 // newPrefetch starts reading src ahead, and preparing the data of small
-// files with prepare when it is not nil.
-func newPrefetch(src Source, prepare prepareFunc) *prefetchSource {
+// files with prepare when it is not nil. With keepHost, files the writer
+// will share with the host are not read ahead.
+func newPrefetch(src Source, prepare prepareFunc, keepHost bool) *prefetchSource {
 	p := &prefetchSource{src: src, out: make(chan *prefetchItem, prefetchDepth),
-		stop: make(chan struct{}), done: make(chan struct{}), prepare: prepare}
+		stop: make(chan struct{}), done: make(chan struct{}), prepare: prepare, keepHost: keepHost}
 	if prepare != nil {
 		p.jobs = make(chan *prefetchItem, prefetchDepth)
 		for range runtime.GOMAXPROCS(0) {
@@ -91,7 +101,7 @@ func (p *prefetchSource) run() {
 		e, err := p.src.Next()
 		it := &prefetchItem{e: e, err: err}
 		if err == nil && e.Open != nil {
-			if n := e.DataBytes(); n <= prefetchMax {
+			if n := e.DataBytes(); n <= prefetchMax && !(p.keepHost && e.host != nil && n >= minSectorSize) {
 				data, ok := readAhead(e, n)
 				if ok && p.jobs != nil && len(e.Segments) == 1 && e.Segments[0].Off == 0 && int64(len(data)) == n {
 					it.data, it.ready = data, make(chan struct{})
@@ -130,6 +140,7 @@ func (p *prefetchSource) run() {
 // the data and whether they were read without error.
 func readAhead(e *Entry, n int64) ([]byte, bool) {
 	open := e.Open
+	e.host = nil // the source closes it at its next Next: the data come from memory now
 	var data []byte
 	r, err := open()
 	if err == nil {

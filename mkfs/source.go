@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"time"
@@ -86,6 +87,9 @@ type Entry struct {
 	// prepared is the data compressed and checksummed ahead by the
 	// prefetcher (one segment from offset 0), or nil.
 	prepared *btrfs.PreparedData
+	// host is the open host file the data come from (DirSource), for
+	// BuildOptions.Reflink; valid as long as Open is.
+	host *os.File
 }
 
 // DataBytes is the number of bytes in the entry's segments.

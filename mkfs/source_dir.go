@@ -211,7 +211,7 @@ func (s *DirSource) fileData(e *Entry, hp string) error {
 		f.Close()
 		return fmt.Errorf("mkfs: %s: %w", hp, err)
 	}
-	s.open = f
+	s.open, e.host = f, f
 	segs := e.Segments
 	e.Open = func() (io.ReadCloser, error) {
 		rs := make([]io.Reader, len(segs))

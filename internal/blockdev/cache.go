@@ -243,6 +243,14 @@ func (c *Cache) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// WriteShared implements SharedWriter: the device below shares or
+// writes, and the cached pages the range touches are dropped either way.
+func (c *Cache) WriteShared(p []byte, off int64, src HostRange) (bool, error) {
+	shared, err := WriteShared(c.dev, p, off, src)
+	c.Invalidate(off, int64(len(p)))
+	return shared, err
+}
+
 // Invalidate drops cached pages overlapping [off, off+n), for callers that
 // changed the device behind the cache's back.
 func (c *Cache) Invalidate(off, n int64) {

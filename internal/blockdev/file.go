@@ -215,3 +215,19 @@ func (d *File) Close() error {
 	}
 	return err
 }
+
+// WriteShared implements SharedWriter: the bytes are cloned from src
+// (cloneRange) where the host allows it, else written.
+func (d *File) WriteShared(p []byte, off int64, src HostRange) (bool, error) {
+	if d.readOnly {
+		return false, ErrReadOnly
+	}
+	if err := checkWrite(len(p), off, d.size); err != nil {
+		return false, err
+	}
+	if len(p) > 0 && src.File != nil && src.Off >= 0 && cloneRange(d.f, off, src.File, src.Off, int64(len(p))) == nil {
+		return true, nil
+	}
+	_, err := d.WriteAt(p, off)
+	return false, err
+}

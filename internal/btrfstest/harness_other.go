@@ -116,3 +116,13 @@ func PopulateSubvolumes(tb testing.TB, _ string, _ int64, _ bool) { needLinux(tb
 
 // flushBuffers has no loop devices to flush off Linux.
 func flushBuffers(string) {}
+
+// FiemapExtent is one extent of a host file (see the Linux file
+// fiemap.go).
+type FiemapExtent struct {
+	Logical, Physical, Length uint64
+	Shared                    bool
+}
+
+// Fiemap needs Linux's FIEMAP ioctl.
+func Fiemap(tb testing.TB, _ string) []FiemapExtent { needLinux(tb); return nil }

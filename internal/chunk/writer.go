@@ -83,6 +83,21 @@ func (w *Writer) Map() *Map { return w.m }
 // affected offsets) to recompute parity; a full-row write reads nothing.
 // On a later error, some of the bytes may have been written.
 func (w *Writer) WriteLogical(p []byte, logical disk.LogicalAddr) error {
+	return w.writeLogical(p, logical, nil)
+}
+
+// WriteLogicalShared is WriteLogical of p, which are also the bytes of
+// the host file range src: every copy of a mirrored or striped chunk
+// (SINGLE, DUP, RAID0, RAID1*, RAID10) is stored with
+// blockdev.WriteShared, so a device on the same host filesystem shares
+// src's blocks instead of writing them. RAID5/6 rows are written (their
+// parity has no host bytes to share).
+func (w *Writer) WriteLogicalShared(p []byte, logical disk.LogicalAddr, src blockdev.HostRange) error {
+	return w.writeLogical(p, logical, &src)
+}
+
+// writeLogical is WriteLogical, sharing with src when it is not nil.
+func (w *Writer) writeLogical(p []byte, logical disk.LogicalAddr, src *blockdev.HostRange) error {
 	if uint64(len(p)) > math.MaxUint64-uint64(logical) {
 		return &disk.CorruptError{Logical: logical, What: fmt.Sprintf("write of %d bytes wraps the address space", len(p))}
 	}
@@ -101,7 +116,11 @@ func (w *Writer) WriteLogical(p []byte, logical disk.LogicalAddr) error {
 		if c.profile.Parity() > 0 {
 			n, err = w.writeRow(c, p[done:], l, s)
 		} else {
-			n, err = w.writeCopies(c, p[done:], l, s)
+			var at *blockdev.HostRange
+			if src != nil {
+				at = &blockdev.HostRange{File: src.File, Off: src.Off + int64(done)}
+			}
+			n, err = w.writeCopies(c, p[done:], l, s, at)
 		}
 		if err != nil {
 			return err
@@ -139,16 +158,35 @@ func (w *Writer) checkDevices(n int, logical disk.LogicalAddr, s *wscratch) erro
 }
 
 // writeCopies writes the first piece of p (cut at the stripe element and
-// chunk end) to every copy of a non-parity chunk; it returns the piece size.
-func (w *Writer) writeCopies(c *Chunk, p []byte, logical disk.LogicalAddr, s *wscratch) (int, error) {
+// chunk end) to every copy of a non-parity chunk, shared with the host
+// file range src when it is not nil; it returns the piece size.
+func (w *Writer) writeCopies(c *Chunk, p []byte, logical disk.LogicalAddr, s *wscratch, src *blockdev.HostRange) (int, error) {
 	c.MapRange(logical, uint64(len(p)), &s.mp)
 	piece := p[:s.mp.Length]
 	for _, loc := range s.mp.Copies {
-		if err := w.writeAt(loc, piece, logical); err != nil {
+		var err error
+		if src != nil {
+			err = w.writeShared(loc, piece, logical, *src)
+		} else {
+			err = w.writeAt(loc, piece, logical)
+		}
+		if err != nil {
 			return 0, err
 		}
 	}
 	return len(piece), nil
+}
+
+// writeShared is writeAt through blockdev.WriteShared.
+func (w *Writer) writeShared(loc Location, b []byte, logical disk.LogicalAddr, src blockdev.HostRange) error {
+	d, ok := w.devs[loc.DevID]
+	if !ok {
+		return fmt.Errorf("write logical %d: devid %d: %w", logical, loc.DevID, ErrDeviceMissing)
+	}
+	if _, err := blockdev.WriteShared(d, b, int64(loc.Physical), src); err != nil {
+		return fmt.Errorf("write logical %d (%d bytes) to %s: %w", logical, len(b), loc, err)
+	}
+	return nil
 }
 
 // writeRow writes the part of p that falls in one RAID5/6 row, starting at

@@ -60,7 +60,12 @@ runs this command, so image builders can use it in its place. With
 SOURCE_DATE_EPOCH, times newer than it are clamped to it; with
 DETERMINISTIC_SEED=1 (which needs -U) the UUIDs derive from -U and the
 input. --compress also sets the top directory's compression property, so
-files added later are compressed too.
+files added later are compressed too. --reflink makes the image share the
+input files' data blocks on the host (FICLONERANGE: the input and the
+image on one btrfs or XFS; mkfs fails before writing when the host cannot
+clone): the bytes are still read for the checksums, but only partial last
+sectors, inline files and metadata are written, and shared data are not
+compressed.
 
 IMAGE is created (sparse) when it does not exist, of --byte-count bytes or
 else of a size estimated from the input (like mkfs.btrfs --rootdir; 256
@@ -132,7 +137,7 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "WARNING: runtime features are deprecated, use -O|--features instead")
 	}
 	if fl.reflink {
-		if err := reflinkCheck(cmd.ErrOrStderr(), fl.rootDir, image); err != nil {
+		if err := reflinkCheck(fl.rootDir, image); err != nil {
 			cleanup()
 			return err
 		}
@@ -148,8 +153,15 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 	bar := newProgress(cmd.ErrOrStderr(), fl.quiet, "mkfs", 0)
 	opts.OnSummary = func(s *mkfs.Summary) { bar.total = s.DataBytes }
 	opts.Progress = bar.add
-	_, err = mkfs.BuildContext(cmd.Context(), image, open, *opts)
+	st, err := mkfs.BuildContext(cmd.Context(), image, open, *opts)
 	bar.finish()
+	if err == nil && st.NotSharedBytes > 0 {
+		// The host cloned the first file (reflinkCheck) but refused
+		// some ranges: input files on another filesystem below the
+		// input directory, or offsets off the host's block boundaries.
+		fmt.Fprintf(cmd.ErrOrStderr(), "gobtrfs mkfs: --reflink: %d bytes could not be shared with the input and were written (%d shared)\n",
+			st.NotSharedBytes, st.SharedBytes)
+	}
 	return err
 }
 

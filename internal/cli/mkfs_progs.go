@@ -117,6 +117,7 @@ func (fl *mkfsFlags) progsOptions(o *mkfs.BuildOptions) error {
 	if fl.reflink && fl.rootDir == "" {
 		return usagef("--reflink must be used with --rootdir")
 	}
+	o.Reflink = fl.reflink
 	for _, s := range fl.subvols {
 		o.Subvols = append(o.Subvols, parseSubvolArg(s))
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -166,6 +167,41 @@ func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
 		return fmt.Errorf("txn: data write [%d, +%d) outside this transaction's data allocations", addr, n)
 	}
 	if err := t.wb.stage(p, addr); err != nil {
+		return fmt.Errorf("txn: write data at %d: %w", addr, err)
+	}
+	return nil
+}
+
+// WriteDataShared is WriteData of p, which are also the bytes of the
+// host file range src: each copy is stored by sharing src's blocks where
+// the device can (blockdev.SharedWriter: an image file on a host
+// filesystem that clones), else written. It is not held back: what is
+// staged is written first, so the device sees writes in the order they
+// were made.
+func (t *Txn) WriteDataShared(addr disk.LogicalAddr, p []byte, src blockdev.HostRange) error {
+	a, n := uint64(addr), uint64(len(p))
+	if n == 0 || !t.sectorAligned(a) || !t.sectorAligned(n) || a+n < a {
+		return fmt.Errorf("txn: data write of %d bytes at %d is not sector aligned", n, addr)
+	}
+	t.dataBytes.Add(n)
+	d := &t.data
+	d.mu.Lock()
+	ok, closed := d.owned.Contains(a, a+n), d.closed
+	d.mu.Unlock()
+	if closed {
+		return t.errDataClosed()
+	}
+	if !ok {
+		return fmt.Errorf("txn: data write [%d, +%d) outside this transaction's data allocations", addr, n)
+	}
+	write := func() error {
+		// As the write-behind's own writes: older flights' data first.
+		if err := t.fs.landDataBefore(t.gen); err != nil {
+			return err
+		}
+		return t.fs.wr.WriteLogicalShared(p, addr, src)
+	}
+	if err := t.wb.now(write); err != nil {
 		return fmt.Errorf("txn: write data at %d: %w", addr, err)
 	}
 	return nil

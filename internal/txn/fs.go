@@ -135,9 +135,10 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	fs := &FS{set: set, sb: sb, chunks: m, hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0}
 	fs.counters.init()
 	// Every write to the devices (tree blocks, data, superblocks) is
-	// counted for BytesWritten.
+	// counted for BytesWritten, data shared with host files for
+	// BytesShared.
 	for _, mem := range set.Members {
-		mem.Device = blockdev.NewCounted(mem.Device, &fs.counters.written)
+		mem.Device = blockdev.NewCountedShared(mem.Device, &fs.counters.written, &fs.counters.shares)
 	}
 	devs := set.Devices()
 	fs.rd, fs.wr = chunk.NewReader(m, devs), chunk.NewWriter(m, devs)

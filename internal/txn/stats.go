@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -20,8 +21,9 @@ type counters struct {
 	// from now on (SetNoPushRightShortcut).
 	noShortcut atomic.Bool
 
-	commits atomic.Int64 // successful commits
-	written atomic.Int64 // bytes written to the devices (blockdev.Counted)
+	commits atomic.Int64         // successful commits
+	written atomic.Int64         // bytes written to the devices (blockdev.Counted)
+	shares  blockdev.ShareCounts // data shared with host files, or refused (blockdev.Counted)
 }
 
 func (c *counters) init() { c.trees = map[disk.ObjectID]*ctree.Stats{} }
@@ -66,3 +68,12 @@ func (fs *FS) Commits() int64 { return fs.counters.commits.Load() }
 // BytesWritten returns the bytes written to the devices since the FS was
 // opened: tree blocks (every copy), data, superblocks.
 func (fs *FS) BytesWritten() int64 { return fs.counters.written.Load() }
+
+// BytesShared returns the data bytes stored since the FS was opened by
+// sharing the blocks of host files (Txn.WriteDataShared) instead of
+// writing them, and those offered for sharing that had to be written
+// (the host refused), every copy counted. BytesWritten includes the
+// refused ones, not the shared ones.
+func (fs *FS) BytesShared() (shared, refused int64) {
+	return fs.counters.shares.Shared.Load(), fs.counters.shares.Refused.Load()
+}

@@ -89,6 +89,18 @@ func (wb *writeBehind) stage(p []byte, addr disk.LogicalAddr) error {
 	return nil
 }
 
+// now runs write, a write that is not staged, after everything staged
+// is on the device; its error sticks as a large write's does.
+func (wb *writeBehind) now(write func() error) error {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if err := wb.drainLocked(); err != nil {
+		return err
+	}
+	wb.err = write()
+	return wb.err
+}
+
 // landLocked waits for the buffer in flight, takes its error and keeps
 // the buffer for staging again.
 func (wb *writeBehind) landLocked() {
