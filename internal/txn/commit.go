@@ -364,7 +364,7 @@ func (t *Txn) touchedGroups() []uint64 {
 
 // settleBlockGroups sets used of every touched BLOCK_GROUP_ITEM to alloc's.
 func (t *Txn) settleBlockGroups() error {
-	et, err := t.Tree(disk.ExtentTreeObjectID)
+	et, err := t.Tree(t.fs.bgTree)
 	if err != nil {
 		return err
 	}
@@ -380,7 +380,7 @@ func (t *Txn) settleBlockGroups() error {
 			return disk.Corruptf("no block group item %v", key)
 		}
 		if err := it.Decode(data); err != nil {
-			return &disk.CorruptError{Tree: disk.ExtentTreeObjectID, Key: &key, What: "block group item", Err: err}
+			return &disk.CorruptError{Tree: t.fs.bgTree, Key: &key, What: "block group item", Err: err}
 		}
 		if it.Used == g.Used {
 			continue
