@@ -88,6 +88,14 @@ func TestBlockGroupTreeWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	mid := dataGroups(t, fsys)
+	// The counters name tree 11, whose leaf the commit changed.
+	wc, err := fsys.WriteCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := wc.Trees["block_group"]; !ok || c.BlocksWritten == 0 {
+		t.Errorf("write counters of the block group tree: %+v (present %v); trees %v", c, ok, wc.Trees)
+	}
 	if len(mid) <= len(before) {
 		t.Fatalf("data block groups %v after writing 14 MiB, want more than %v", mid, before)
 	}
