@@ -364,14 +364,14 @@ func (t *Txn) touchedGroups() []uint64 {
 
 // settleBlockGroups sets used of every touched BLOCK_GROUP_ITEM to alloc's.
 func (t *Txn) settleBlockGroups() error {
-	et, err := t.Tree(t.fs.bgTree)
+	bt, err := t.Tree(t.fs.bgTree)
 	if err != nil {
 		return err
 	}
 	for _, s := range t.touchedGroups() {
 		g := t.fs.space.Group(s)
 		key := disk.Key{ObjectID: disk.ObjectID(g.Start), Type: disk.BlockGroupItemKey, Offset: g.Length}
-		data, found, err := et.Lookup(t.tx, key)
+		data, found, err := bt.Lookup(t.tx, key)
 		if err != nil {
 			return err
 		}
@@ -386,7 +386,7 @@ func (t *Txn) settleBlockGroups() error {
 			continue
 		}
 		used := g.Used
-		err = et.UpdateItem(t.tx, key, func(b []byte) error {
+		err = bt.UpdateItem(t.tx, key, func(b []byte) error {
 			it.Used = used
 			it.Encode(b)
 			return nil

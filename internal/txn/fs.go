@@ -181,6 +181,9 @@ func (fs *FS) loadSpace() error {
 	}
 	sp, err := alloc.LoadFrom(fs, groups, extent, fs.chunks, fs.sb.NodeSize, fs.sb.SectorSize)
 	if err != nil {
+		if fs.bgTree != disk.ExtentTreeObjectID {
+			return fmt.Errorf("block group tree and extent tree: %w", err)
+		}
 		return fmt.Errorf("extent tree: %w", err)
 	}
 	fs.space = sp
