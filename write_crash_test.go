@@ -17,6 +17,7 @@ import (
 	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/mkfs"
 )
 
 // errPowerLost is what the device returns for every write and sync from
@@ -55,11 +56,16 @@ type crashConfig struct {
 	name string
 	mkfs btrfstest.MkfsOptions
 	opts btrfs.Options
+	// ours formats with our mkfs instead (its defaults: mkfs.btrfs
+	// 6.19's, with the block-group tree, which 6.2 cannot make).
+	ours bool
 }
 
 var crashConfigs = []crashConfig{
-	{"4k-xxhash", btrfstest.MkfsOptions{Size: 128 << 20, NodeSize: 4096, Csum: "xxhash"}, btrfs.Options{}},
-	{"16k-crc32c-dupmeta-zstd", btrfstest.MkfsOptions{Size: 128 << 20, MetadataProfile: "dup"}, btrfs.Options{Compress: "zstd"}},
+	{name: "4k-xxhash", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, NodeSize: 4096, Csum: "xxhash"}},
+	{name: "16k-crc32c-dupmeta-zstd", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, MetadataProfile: "dup"}, opts: btrfs.Options{Compress: "zstd"}},
+	// The block group items in tree 11.
+	{name: "block-group-tree", mkfs: btrfstest.MkfsOptions{Size: 128 << 20}, ours: true},
 }
 
 // TestCrashDuringDataOps runs random file-data operations in one
@@ -84,7 +90,15 @@ func TestCrashDuringDataOps(t *testing.T) {
 }
 
 func testCrashConfig(t *testing.T, cfg crashConfig, rng *rand.Rand) {
-	img0 := btrfstest.Mkfs(t, cfg.mkfs)
+	var img0 string
+	if cfg.ours {
+		img0 = filepath.Join(t.TempDir(), "ours.img")
+		if err := mkfs.Format(img0, mkfs.Options{Size: cfg.mkfs.Size, NodeSize: cfg.mkfs.NodeSize}); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		img0 = btrfstest.Mkfs(t, cfg.mkfs)
+	}
 	// A first transaction is committed in the same session (no loss), so
 	// the one under test starts from the state a Commit leaves in memory.
 	pre, before := genDataOps(rng, crashBase(t, img0, &cfg.opts, rng), 8)

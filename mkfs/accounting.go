@@ -10,13 +10,17 @@ import (
 type treeBlock struct {
 	addr  disk.LogicalAddr
 	owner disk.ObjectID
+	level int
 }
 
 // blocks lists every tree block in address order.
 func (b *builder) blocks() []treeBlock {
-	out := make([]treeBlock, 0, len(b.addrs))
+	out := make([]treeBlock, 0, len(b.addrs)+len(b.extra))
 	for id, a := range b.addrs {
-		out = append(out, treeBlock{a, id})
+		out = append(out, treeBlock{a, id, b.levels[a]})
+	}
+	for _, a := range b.extra {
+		out = append(out, treeBlock{a, disk.RootTreeObjectID, b.levels[a]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
 	return out
@@ -42,16 +46,26 @@ func (b *builder) bytesUsed() uint64 {
 	return n
 }
 
-// extentItems are the block groups and one skinny METADATA_ITEM per tree
-// block, referenced once by its owner.
-func (b *builder) extentItems() []item {
+// blockGroupItems are the BLOCK_GROUP_ITEMs, one per chunk.
+func (b *builder) blockGroupItems() []item {
 	var out []item
 	for _, p := range b.l.list {
 		out = append(out, item{key(disk.ObjectID(p.logical), disk.BlockGroupItemKey, p.item.Length),
 			&disk.BlockGroupItem{Used: b.used(p), ChunkObjectID: disk.FirstChunkTreeObjectID, Flags: p.item.Type}})
 	}
+	return out
+}
+
+// extentItems are the block groups (unless the block-group tree holds
+// them) and one skinny METADATA_ITEM per tree block, referenced once by
+// its owner.
+func (b *builder) extentItems() []item {
+	var out []item
+	if !b.c.feat.bgt {
+		out = b.blockGroupItems()
+	}
 	for _, tb := range b.blocks() {
-		out = append(out, item{key(disk.ObjectID(tb.addr), disk.MetadataItemKey, 0), &disk.ExtentItem{
+		out = append(out, item{key(disk.ObjectID(tb.addr), disk.MetadataItemKey, uint64(tb.level)), &disk.ExtentItem{
 			Refs: 1, Generation: b.treeGen(tb.owner), Flags: disk.ExtentFlagTreeBlock,
 			InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(tb.owner)}}}})
 	}

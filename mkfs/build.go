@@ -52,14 +52,24 @@ type builder struct {
 	c     *config
 	l     *layout
 	addrs map[disk.ObjectID]disk.LogicalAddr
-	s     *store
-	roots map[disk.ObjectID]ctree.Root
+	// extra are the root tree's blocks past its first, and levels the
+	// level of each (planRootTree).
+	extra  []disk.LogicalAddr
+	levels map[disk.LogicalAddr]int
+	s      *store
+	roots  map[disk.ObjectID]ctree.Root
 }
 
 // build creates every tree and returns the store holding their blocks.
 func build(c *config, l *layout) (*builder, error) {
-	b := &builder{c: c, l: l, addrs: l.blockAddrs(c), roots: map[disk.ObjectID]ctree.Root{}}
-	b.s = newStore(c, b.addrs)
+	b := &builder{c: c, l: l, addrs: l.blockAddrs(c), levels: map[disk.LogicalAddr]int{}, roots: map[disk.ObjectID]ctree.Root{}}
+	if err := b.planRootTree(); err != nil {
+		return nil, err
+	}
+	if err := l.checkSupers(c, b.extra); err != nil {
+		return nil, err
+	}
+	b.s = newStore(c, b.addrs, b.extra)
 	all := map[disk.ObjectID][]item{
 		disk.FSTreeObjectID:        b.subvolItems(genRootDir, true),
 		disk.DataRelocTreeObjectID: b.subvolItems(genEarly, false),
@@ -74,6 +84,9 @@ func build(c *config, l *layout) (*builder, error) {
 	}
 	if c.feat.fst {
 		all[disk.FreeSpaceTreeObjectID] = b.fstItems()
+	}
+	if c.feat.bgt {
+		all[disk.BlockGroupTreeObjectID] = b.blockGroupItems()
 	}
 	for _, gen := range []disk.Generation{genEarly, genFinal} {
 		var order []disk.ObjectID
@@ -106,13 +119,76 @@ func (b *builder) transaction(gen disk.Generation, items map[disk.ObjectID][]ite
 			}
 		}
 		r := t.Root()
-		if r.Level != 0 || r.Addr != b.addrs[id] {
-			return fmt.Errorf("mkfs: tree %s ended at %d level %d, planned %d", id.TreeName(), r.Addr, r.Level, b.addrs[id])
+		if want := b.rootAddr(id); r.Addr != want || r.Level != b.levels[want] {
+			return fmt.Errorf("mkfs: tree %s ended at %d level %d, planned %d level %d", id.TreeName(), r.Addr, r.Level, want, b.levels[want])
 		}
 		b.roots[id] = r
 	}
+	for a, lv := range b.s.levels {
+		if b.levels[a] != lv {
+			return fmt.Errorf("mkfs: tree block %d has level %d, planned %d", a, lv, b.levels[a])
+		}
+	}
 	if _, err := tx.WriteDirty(); err != nil {
 		return fmt.Errorf("mkfs: write blocks of generation %d: %w", gen, err)
+	}
+	return nil
+}
+
+// rootAddr is where tree id's root block is planned: its one block, or
+// for a root tree of several blocks the highest-level one.
+func (b *builder) rootAddr(id disk.ObjectID) disk.LogicalAddr {
+	a := b.addrs[id]
+	if id == disk.RootTreeObjectID {
+		for _, x := range b.extra {
+			if b.levels[x] > b.levels[a] {
+				a = x
+			}
+		}
+	}
+	return a
+}
+
+// planRootTree finds the blocks the root tree needs by building it once
+// in a scratch store. Every other tree fits one leaf, but with small
+// nodes (4 KiB) and the block-group tree the root tree's ROOT_ITEMs do
+// not: mkfs.btrfs 6.19 then makes it two levels high too. The blocks
+// past the first are placed after every other tree's, in the order the
+// build allocates them, so the real build takes the same addresses and
+// the extent and free-space trees can describe them beforehand.
+func (b *builder) planRootTree() error {
+	id := disk.RootTreeObjectID
+	scratch := newStore(b.c, map[disk.ObjectID]disk.LogicalAddr{id: b.addrs[id]}, nil)
+	scratch.scratch = true
+	tx := ctree.NewTrans(scratch, genFinal, nil)
+	t, err := ctree.Create(tx, id, ctree.Options{})
+	if err != nil {
+		return fmt.Errorf("mkfs: plan the root tree: %w", err)
+	}
+	list := b.rootTreeItems()
+	sort.Slice(list, func(i, j int) bool { return list[i].key.Less(list[j].key) })
+	for _, it := range list {
+		if err := t.InsertItem(tx, it.key, disk.EncodePayload(it.val)); err != nil {
+			return fmt.Errorf("mkfs: plan the root tree: insert %v: %w", it.key, err)
+		}
+	}
+	next := disk.LogicalAddr(0)
+	for oid, a := range b.addrs {
+		if oid != disk.ChunkTreeObjectID {
+			next = max(next, a+disk.LogicalAddr(b.c.nodeSize))
+		}
+	}
+	for n := range scratch.given[id] {
+		a := b.addrs[id] + disk.LogicalAddr(n*b.c.nodeSize)
+		lv := scratch.levels[a]
+		if lv < 0 {
+			return fmt.Errorf("mkfs: plan the root tree: block %d freed while building", n)
+		}
+		if n > 0 {
+			b.extra = append(b.extra, next)
+			a, next = next, next+disk.LogicalAddr(b.c.nodeSize)
+		}
+		b.levels[a] = lv
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ func TestBuildShrink(t *testing.T) {
 		{"default", Options{}, 96 << 20},
 		{"single", Options{MetadataProfile: "single"}, 48 << 20},
 		{"dup-data", Options{DataProfile: "dup", NodeSize: 4096}, 140 << 20},
+		{"block-group-tree", Options{Features: []string{"block-group-tree"}}, 96 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			img := filepath.Join(t.TempDir(), "img")

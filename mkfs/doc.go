@@ -20,7 +20,10 @@
 //
 // Three chunks (SYSTEM, METADATA, DATA) with their block groups and dev
 // extents, and one leaf for each tree: chunk, root, extent, dev, fs,
-// csum, data-reloc, UUID and (by default) free-space tree. The superblock
+// csum, data-reloc, UUID and (by default) free-space and block-group
+// trees. The block-group tree is on by default as in mkfs.btrfs 6.19
+// (docs/design/0012-mkfs-drop-in.md); with 4 KiB nodes it makes the root
+// tree a node over two leaves, as 6.19 does. The superblock
 // and every mirror that fits the device carry the same contents apart
 // from their own bytenr and checksum. The first MiB is zeroed first, as
 // progs does, so no earlier filesystem's signature survives there.
@@ -47,11 +50,16 @@
 //   - Without the free-space tree, cache_generation is 0 (no persistent
 //     free-space cache), where progs asks for the v1 cache with -1.
 //   - Sizes just under progs' minimum are accepted when the chunks fit.
+//   - The block-group tree (a 6.19 default 6.2 cannot make) is placed
+//     after the free-space tree; with ^block-group-tree the images equal
+//     6.2's as above.
 //
 // Invariants of Format:
 //
-//   - Every tree is a single leaf; the store refuses a second block for
-//     any tree, so a layout that does not fit fails instead of spreading.
+//   - Every tree is a single leaf but the root tree, whose blocks are
+//     planned by building it once (planRootTree); the store refuses any
+//     block not planned, so a layout that does not fit fails instead of
+//     spreading.
 //   - Extent tree, block-group used, free-space tree, device bytes_used
 //     and super bytes_used are computed from one list of tree blocks, so
 //     they cannot disagree.
@@ -68,5 +76,5 @@
 // stale superblock copies past Size, never puts a tree block where a
 // superblock copy lives, and never creates features it
 // cannot build consistently (mixed block groups, RAID profiles, zoned,
-// quotas, block-group tree, extent tree v2): those names are refused.
+// quotas, extent tree v2): those names are refused.
 package mkfs

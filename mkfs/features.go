@@ -19,21 +19,33 @@ func FeatureList() []Feature {
 		{"no-holes", "no explicit hole extents for files (default)"},
 		{"fst", "free-space-tree alias"},
 		{"free-space-tree", "free space tree, improved space tracking (space_cache=v2) (default)"},
+		{"bgt", "block-group-tree alias"},
+		{"block-group-tree", "block group tree, more efficient block group tracking to reduce mount time (default)"},
 	}
 }
 
 // offOnly are mkfs.btrfs 6.19 features Format cannot make: asking for
 // them is an error, turning them off ("^name") is what Format does
-// anyway. block-group-tree is on by default in mkfs.btrfs 6.19 and off
-// here (the 6.2 layout; see docs/design/0012-mkfs-drop-in.md).
+// anyway.
 var offOnly = map[string]bool{
-	"block-group-tree": true, "bgt": true, "mixed-bg": true, "quota": true, "squota": true,
+	"mixed-bg": true, "quota": true, "squota": true,
 	"raid56": true, "raid1c34": true, "zoned": true, "extent-tree-v2": true, "raid-stripe-tree": true,
 }
 
-// parseFeatures applies -O names to the mkfs.btrfs 6.2 defaults.
-func parseFeatures(names []string) (features, error) {
-	f := features{extref: true, skinny: true, noHoles: true, fst: true}
+// bgtDropped is mkfs.btrfs 6.19's warning when the block-group tree is
+// turned off for want of the features the kernel requires beside it.
+const bgtDropped = "disabling block-group-tree feature due to missing no-holes and free-space-tree features"
+
+// parseFeatures applies -O names to the default feature set, mkfs.btrfs
+// 6.19's: extref, skinny-metadata, no-holes, free-space-tree and
+// block-group-tree (docs/design/0012-mkfs-drop-in.md). Names are
+// matched ignoring case, and "_" stands for "-" (block_group_tree), as
+// the kernel spells the features in sysfs. The block-group tree needs
+// no-holes and the free-space tree (the kernel refuses to mount it
+// otherwise): without them it is turned off, with a warning, as
+// mkfs.btrfs 6.19 does, also when asked for.
+func parseFeatures(names []string) (features, []string, error) {
+	f := features{extref: true, skinny: true, noHoles: true, fst: true, bgt: true}
 	for _, n := range names {
 		for _, one := range strings.Split(n, ",") {
 			one = strings.ToLower(strings.TrimSpace(one))
@@ -41,7 +53,7 @@ func parseFeatures(names []string) (features, error) {
 				continue
 			}
 			on := !strings.HasPrefix(one, "^")
-			name := strings.TrimPrefix(one, "^")
+			name := strings.ReplaceAll(strings.TrimPrefix(one, "^"), "_", "-")
 			switch name {
 			case "extref":
 				f.extref = on
@@ -49,20 +61,36 @@ func parseFeatures(names []string) (features, error) {
 				f.noHoles = on
 			case "free-space-tree", "fst":
 				f.fst = on
+			case "block-group-tree", "bgt":
+				f.bgt = on
 			case "skinny-metadata":
 				if !on {
-					return f, fmt.Errorf("%w: feature %q (tree blocks are always skinny)", ErrUnsupported, one)
+					return f, nil, fmt.Errorf("%w: feature %q (tree blocks are always skinny)", ErrUnsupported, one)
 				}
 			default:
 				if offOnly[name] && !on {
 					continue
 				}
 				if offOnly[name] {
-					return f, fmt.Errorf("%w: feature %q (not supported by gobtrfs yet)", ErrUnsupported, one)
+					return f, nil, fmt.Errorf("%w: feature %q (not supported by gobtrfs yet)", ErrUnsupported, one)
 				}
-				return f, fmt.Errorf("%w: feature %q", ErrUnsupported, one)
+				return f, nil, fmt.Errorf("%w: feature %q", ErrUnsupported, one)
 			}
 		}
 	}
-	return f, nil
+	var warnings []string
+	if f.bgt && (!f.fst || !f.noHoles) {
+		f.bgt = false
+		warnings = append(warnings, bgtDropped)
+	}
+	return f, warnings, nil
+}
+
+// FeatureWarnings returns what mkfs.btrfs 6.19 would warn about the -O
+// names (a feature turned off because another it needs is off), for a
+// command line to print; Format applies the same rules silently. Names
+// Format refuses give no warning here: Format reports them.
+func FeatureWarnings(names []string) []string {
+	_, w, _ := parseFeatures(names)
+	return w
 }

@@ -113,7 +113,7 @@ func (b *builder) superblock() (*disk.Superblock, error) {
 	c := b.c
 	sb := &disk.Superblock{
 		FSID: c.fsid, MetadataUUID: c.fsid, Flags: disk.SuperFlagWritten, Magic: disk.Magic,
-		Generation: genFinal, Root: b.addrs[disk.RootTreeObjectID], ChunkRoot: b.addrs[disk.ChunkTreeObjectID],
+		Generation: genFinal, Root: b.roots[disk.RootTreeObjectID].Addr, RootLevel: uint8(b.roots[disk.RootTreeObjectID].Level), ChunkRoot: b.addrs[disk.ChunkTreeObjectID],
 		TotalBytes: c.size, BytesUsed: b.bytesUsed(), RootDirObjectID: disk.RootTreeDirObjectID, NumDevices: 1,
 		SectorSize: uint32(c.sectorSize), NodeSize: uint32(c.nodeSize), LeafSize: uint32(c.nodeSize),
 		StripeSize: uint32(c.sectorSize), ChunkRootGeneration: b.treeGen(disk.ChunkTreeObjectID),
@@ -131,7 +131,7 @@ func (b *builder) superblock() (*disk.Superblock, error) {
 	// progs (and the kernel) rotate backup slots so that generation g
 	// lands in slot (g-1) mod 4; the other slots stay empty.
 	br := &sb.BackupRoots[(genFinal-1)%disk.NumBackupRoots]
-	*br = disk.BackupRoot{TreeRoot: sb.Root, TreeRootGen: genFinal, ChunkRoot: sb.ChunkRoot, ChunkRootGen: b.treeGen(disk.ChunkTreeObjectID),
+	*br = disk.BackupRoot{TreeRoot: sb.Root, TreeRootGen: genFinal, TreeRootLevel: sb.RootLevel, ChunkRoot: sb.ChunkRoot, ChunkRootGen: b.treeGen(disk.ChunkTreeObjectID),
 		TotalBytes: sb.TotalBytes, BytesUsed: sb.BytesUsed, NumDevices: 1}
 	br.ExtentRoot, br.ExtentRootGen = b.addrs[disk.ExtentTreeObjectID], b.treeGen(disk.ExtentTreeObjectID)
 	br.FSRoot, br.FSRootGen = b.addrs[disk.FSTreeObjectID], b.treeGen(disk.FSTreeObjectID)

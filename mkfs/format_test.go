@@ -116,11 +116,13 @@ func TestSuperblock(t *testing.T) {
 	if sb.Generation != 6 || sb.ChunkRootGeneration != 6 || sb.NumDevices != 1 || sb.TotalBytes != 256<<20 {
 		t.Errorf("generation %d chunk gen %d devices %d total %d", sb.Generation, sb.ChunkRootGeneration, sb.NumDevices, sb.TotalBytes)
 	}
-	if sb.IncompatFlags != 0x341 || sb.CompatROFlags != 0x3 {
-		t.Errorf("incompat %#x compat_ro %#x, want 0x341 0x3 as mkfs.btrfs 6.2", sb.IncompatFlags, sb.CompatROFlags)
+	if sb.IncompatFlags != 0x341 || sb.CompatROFlags != 0xb {
+		t.Errorf("incompat %#x compat_ro %#x, want 0x341 0xb as mkfs.btrfs 6.19", sb.IncompatFlags, sb.CompatROFlags)
 	}
-	if sb.BytesUsed != 9*16384 || sb.DevItem.BytesUsed != 92274688 {
-		t.Errorf("bytes_used %d, device bytes_used %d, want %d and %d", sb.BytesUsed, sb.DevItem.BytesUsed, 9*16384, 92274688)
+	// Ten tree blocks: chunk, root, extent, dev, fs, csum, data-reloc,
+	// UUID, free-space and block-group trees.
+	if sb.BytesUsed != 10*16384 || sb.DevItem.BytesUsed != 92274688 {
+		t.Errorf("bytes_used %d, device bytes_used %d, want %d and %d", sb.BytesUsed, sb.DevItem.BytesUsed, 10*16384, 92274688)
 	}
 	if sb.LabelString() != "lbl" {
 		t.Errorf("label %q", sb.LabelString())

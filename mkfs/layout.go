@@ -102,7 +102,7 @@ func planLayout(c *config) (*layout, error) {
 	}
 	l.list = []*plannedChunk{l.sys, l.meta, l.data}
 	sortChunks(l.list)
-	if err := l.checkSupers(c); err != nil {
+	if err := l.checkSupers(c, nil); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -111,9 +111,17 @@ func planLayout(c *config) (*layout, error) {
 // checkSupers makes sure no tree block copy overlaps a superblock copy:
 // the kernel excludes those ranges from allocation, and writing a block
 // there would destroy the copy. The layout keeps tree blocks at the start
-// of their chunks, well clear of 64 MiB, so this is a safety net.
-func (l *layout) checkSupers(c *config) error {
+// of their chunks, well clear of 64 MiB, so this is a safety net. extra
+// are the root tree's blocks past its first.
+func (l *layout) checkSupers(c *config, extra []disk.LogicalAddr) error {
+	owners := map[disk.LogicalAddr]disk.ObjectID{}
 	for id, a := range l.blockAddrs(c) {
+		owners[a] = id
+	}
+	for _, a := range extra {
+		owners[a] = disk.RootTreeObjectID
+	}
+	for a, id := range owners {
 		for _, p := range []*plannedChunk{l.sys, l.meta} {
 			if a < p.logical || a >= p.end() {
 				continue
@@ -142,10 +150,12 @@ func sortChunks(list []*plannedChunk) {
 
 // treeOrder is the order of the tree blocks in the METADATA chunk; the
 // chunk tree's block is the second of the SYSTEM chunk, as with progs.
+// The block-group tree (not made by progs 6.2) goes after the free-space
+// tree; no tree's place depends on it but those after it.
 var treeOrder = []disk.ObjectID{
 	disk.ExtentTreeObjectID, disk.FSTreeObjectID, disk.CsumTreeObjectID,
 	disk.DataRelocTreeObjectID, disk.UUIDTreeObjectID, disk.DevTreeObjectID,
-	disk.FreeSpaceTreeObjectID, disk.RootTreeObjectID,
+	disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID, disk.RootTreeObjectID,
 }
 
 // treeOrderSingle is the order progs 6.2 ends up with in its (kept)
@@ -154,12 +164,12 @@ var treeOrder = []disk.ObjectID{
 var (
 	treeOrderSingle = []disk.ObjectID{
 		disk.RootTreeObjectID, disk.ExtentTreeObjectID, disk.FSTreeObjectID,
-		disk.DevTreeObjectID, disk.FreeSpaceTreeObjectID, disk.CsumTreeObjectID,
+		disk.DevTreeObjectID, disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID, disk.CsumTreeObjectID,
 		disk.DataRelocTreeObjectID, disk.UUIDTreeObjectID,
 	}
 	treeOrderSingleDUP = []disk.ObjectID{
 		disk.ExtentTreeObjectID, disk.FSTreeObjectID, disk.DevTreeObjectID,
-		disk.FreeSpaceTreeObjectID, disk.RootTreeObjectID, disk.CsumTreeObjectID,
+		disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID, disk.RootTreeObjectID, disk.CsumTreeObjectID,
 		disk.DataRelocTreeObjectID, disk.UUIDTreeObjectID,
 	}
 )
@@ -177,7 +187,7 @@ func (l *layout) blockAddrs(c *config) map[disk.ObjectID]disk.LogicalAddr {
 		order = treeOrderSingle
 	}
 	for _, id := range order {
-		if id == disk.FreeSpaceTreeObjectID && !c.feat.fst {
+		if id == disk.FreeSpaceTreeObjectID && !c.feat.fst || id == disk.BlockGroupTreeObjectID && !c.feat.bgt {
 			continue
 		}
 		m[id] = next

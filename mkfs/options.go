@@ -12,10 +12,11 @@ import (
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
-// Options choose what Format creates. The zero value is mkfs.btrfs 6.2's
-// default on one device: 16 KiB nodes, 4 KiB sectors, crc32c, DUP
-// metadata, SINGLE data, features extref, skinny-metadata, no-holes and
-// free-space-tree.
+// Options choose what Format creates. The zero value is mkfs.btrfs
+// 6.19's default on one device: 16 KiB nodes, 4 KiB sectors, crc32c, DUP
+// metadata, SINGLE data, features extref, skinny-metadata, no-holes,
+// free-space-tree and block-group-tree (6.2's, less the block-group tree,
+// with Features "^block-group-tree").
 type Options struct {
 	// Size is the filesystem size in bytes; 0 takes the device's size.
 	// It is rounded down to the sector size.
@@ -72,6 +73,8 @@ func (optionError) Unwrap() error { return btrfs.ErrUnsupported }
 // features is the resolved feature set.
 type features struct {
 	extref, skinny, noHoles, fst bool
+	// bgt keeps the BLOCK_GROUP_ITEMs in the block-group tree (11).
+	bgt bool
 }
 
 func (f features) incompat() uint64 {
@@ -89,10 +92,14 @@ func (f features) incompat() uint64 {
 }
 
 func (f features) compatRO() uint64 {
+	var v uint64
 	if f.fst {
-		return disk.CompatROFreeSpaceTree | disk.CompatROFreeSpaceTreeValid
+		v |= disk.CompatROFreeSpaceTree | disk.CompatROFreeSpaceTreeValid
 	}
-	return 0
+	if f.bgt {
+		v |= disk.CompatROBlockGroupTree
+	}
+	return v
 }
 
 // config is Options with every default filled in and checked.
@@ -139,7 +146,7 @@ func resolve(opts Options, devSize int64) (*config, error) {
 	if c.dataDUP, err = profile(opts.DataProfile, false); err != nil {
 		return nil, err
 	}
-	if c.feat, err = parseFeatures(opts.Features); err != nil {
+	if c.feat, _, err = parseFeatures(opts.Features); err != nil {
 		return nil, err
 	}
 	size := opts.Size

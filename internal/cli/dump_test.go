@@ -69,7 +69,7 @@ func treeVariants(blocks []string) []variant {
 		same("-e"), {[]string{"--device-tree"}, []string{"-d"}}, same("-r"), same("-R"), same("-u"), same("--noscan"),
 	}
 	for _, tr := range []string{"root", "chunk", "extent", "dev", "device", "fs", "csum", "checksum", "quota", "uuid",
-		"free_space", "data_reloc", "tree_log", "tree_reloc", "5", "256", "257", "258", "259", "1000"} {
+		"free_space", "data_reloc", "tree_log", "tree_reloc", "5", "11", "256", "257", "258", "259", "1000"} {
 		vs = append(vs, same("-t", tr))
 	}
 	vs = append(vs, same("-t", "fs", "--dfs"), same("-t", "extent", "-e"), same("-b", "12345"), same("-b", "1048576"),
@@ -234,6 +234,14 @@ func TestDumpMkfsImages(t *testing.T) {
 			compareAll(t, []string{btrfstest.Mkfs(t, tc.opts)}, tc.must...)
 		})
 	}
+}
+
+// TestDumpBlockGroupTree compares the commands with btrfs-progs on an
+// image made by mkfs.btrfs 6.19 (block-group tree on) and filled by the
+// kernel: `-t 11` prints the tree from its own root, as progs does.
+func TestDumpBlockGroupTree(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	compareAll(t, []string{btrfstest.OpenFixture(t, "kernel-bgt-16k-crc32c")}, "block group tree key (BLOCK_GROUP_TREE ROOT_ITEM 0)")
 }
 
 // TestDumpMultiDevice compares a two-device raid1 filesystem, named to

@@ -136,6 +136,9 @@ func runMkfs(cmd *cobra.Command, image string, fl *mkfsFlags) error {
 	if len(fl.runtimeFeatures) > 0 {
 		fmt.Fprintln(cmd.ErrOrStderr(), "WARNING: runtime features are deprecated, use -O|--features instead")
 	}
+	for _, w := range mkfs.FeatureWarnings(opts.Format.Features) {
+		fmt.Fprintln(cmd.ErrOrStderr(), "WARNING: "+w)
+	}
 	if fl.reflink {
 		if err := reflinkCheck(fl.rootDir, image); err != nil {
 			cleanup()

@@ -86,7 +86,7 @@ func TestMkfsFailures(t *testing.T) {
 		{[]string{"--rootdir", t.TempDir(), "--subvol", "home"}, "no such directory"},
 		{[]string{"--rootdir", t.TempDir(), "--inode-flags", "nodatacow:nothere"}, "nothere"},
 		{[]string{"-M"}, "mixed"},
-		{[]string{"-O", "block-group-tree"}, "block-group-tree"},
+		{[]string{"-O", "quota"}, "quota"},
 		{[]string{"-m", "raid1"}, "raid1"},
 		{[]string{"--rootdir", filepath.Join(dir, "missing")}, "missing"},
 		{[]string{"--tar", filepath.Join(dir, "missing.tar")}, "missing.tar"},
@@ -257,5 +257,34 @@ func TestMkfsSizedFromInput(t *testing.T) {
 	btrfstest.Check(t, []string{img}, true)
 	if out, _, code := run(t, "cat", img+":/f"); code != ExitOK || len(out) != 3<<20 {
 		t.Errorf("cat: exit %d, %d bytes", code, len(out))
+	}
+}
+
+// TestMkfsBlockGroupTreeDefault: the block-group tree is on by default, as
+// in mkfs.btrfs 6.19, and turning off what it needs turns it off with
+// 6.19's warning.
+func TestMkfsBlockGroupTreeDefault(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		bgt  bool
+		warn bool
+	}{
+		{nil, true, false},
+		{[]string{"-O", "^block-group-tree"}, false, false},
+		{[]string{"-O", "^free-space-tree"}, false, true},
+		{[]string{"-R", "^free-space-tree", "-O", "block_group_tree"}, false, true},
+	} {
+		img := filepath.Join(t.TempDir(), "img")
+		_, stderr, code := run(t, append(append([]string{"mkfs", "-q", "--size", "256M"}, c.args...), img)...)
+		if code != ExitOK {
+			t.Fatalf("%q: exit %d: %s", c.args, code, stderr)
+		}
+		if got := strings.Contains(stderr, "WARNING: disabling block-group-tree feature due to missing no-holes and free-space-tree features"); got != c.warn {
+			t.Errorf("%q: stderr %q, want the warning: %v", c.args, stderr, c.warn)
+		}
+		out, _, code := run(t, "info", img)
+		if code != ExitOK || strings.Contains(out, "BLOCK_GROUP_TREE") != c.bgt {
+			t.Errorf("%q: info (exit %d) says\n%s\nwant BLOCK_GROUP_TREE: %v", c.args, code, out, c.bgt)
+		}
 	}
 }

@@ -70,6 +70,18 @@ func (d *dumper) all(id disk.ObjectID) error {
 		d.label("chunk tree\n", "chunk", id, nil, chunkRoot)
 		d.tree(chunkRoot, true)
 		return nil
+	case disk.BlockGroupTreeObjectID:
+		// progs prints the block-group tree from its own root pointer,
+		// like the chunk tree: no key, no totals, and only an error
+		// where the filesystem has none.
+		bg := d.blockGroupRoot()
+		if bg == nil {
+			d.errorf("cannot print block group tree, invalid pointer")
+			return nil
+		}
+		d.label("block group tree\n", "block group", id, nil, bg)
+		d.tree(bg, true)
+		return nil
 	case disk.TreeLogObjectID:
 		if logRoot == nil {
 			d.errorf("cannot print log root tree, invalid pointer")
@@ -96,6 +108,26 @@ func (d *dumper) all(id disk.ObjectID) error {
 	}
 	d.p.printf("total bytes %d\nbytes used %d\nuuid %s\n", d.sb.TotalBytes, d.sb.BytesUsed, d.sb.FSID)
 	return nil
+}
+
+// blockGroupRoot reads the root block of the block-group tree, or nil
+// when the filesystem has no such tree (no compat_ro BLOCK_GROUP_TREE, as
+// progs decides) or it cannot be found or read.
+func (d *dumper) blockGroupRoot() disk.Node {
+	if d.sb.CompatROFlags&disk.CompatROBlockGroupTree == 0 {
+		return nil
+	}
+	c := ctree.NewCursor(d.r, d.rootTree())
+	ok, err := c.Seek(disk.Key{ObjectID: disk.BlockGroupTreeObjectID, Type: disk.RootItemKey})
+	if err != nil || !ok || c.Key().ObjectID != disk.BlockGroupTreeObjectID || c.Key().Type != disk.RootItemKey {
+		return nil
+	}
+	v := view{b: c.Leaf(), off: disk.HeaderSize + int(c.Leaf().ItemHeader(c.Slot()).Offset)}
+	n, err := d.read(v.u64(0xb0))
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // label introduces a tree: text is the line progs prints; the JSON form is

@@ -362,7 +362,7 @@ func (t *Txn) insertChunk(nc *newChunk) error {
 	if err := t.insertChunkItems(nc); err != nil {
 		return err
 	}
-	et, err := t.Tree(disk.ExtentTreeObjectID)
+	bt, err := t.Tree(t.fs.bgTree)
 	if err != nil {
 		return err
 	}
@@ -370,7 +370,7 @@ func (t *Txn) insertChunk(nc *newChunk) error {
 	buf := make([]byte, bg.Size())
 	bg.Encode(buf)
 	key := disk.Key{ObjectID: disk.ObjectID(nc.logical), Type: disk.BlockGroupItemKey, Offset: nc.item.Length}
-	if err := et.InsertItem(t.tx, key, buf); err != nil {
+	if err := bt.InsertItem(t.tx, key, buf); err != nil {
 		return fmt.Errorf("block group item: %w", err)
 	}
 	if !t.fs.hasFST {

@@ -154,20 +154,48 @@ func TestChunkAlloc(t *testing.T) {
 	cases := []struct {
 		name string
 		opts btrfstest.MkfsOptions
+		// fixture, if set, is the committed image to start from.
+		fixture string
 	}{
-		{"16k-dup", btrfstest.MkfsOptions{NodeSize: 16384, MetadataProfile: "dup"}},
-		{"4k-single", btrfstest.MkfsOptions{NodeSize: 4096, MetadataProfile: "single"}},
+		{name: "16k-dup", opts: btrfstest.MkfsOptions{NodeSize: 16384, MetadataProfile: "dup"}},
+		{name: "4k-single", opts: btrfstest.MkfsOptions{NodeSize: 4096, MetadataProfile: "single"}},
+		// mkfs.btrfs 6.19's defaults: the new groups' items go to tree 11.
+		{name: "16k-block-group-tree", opts: btrfstest.MkfsOptions{NodeSize: 16384}, fixture: "kernel-bgt-16k-crc32c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed(t)))
-			img := btrfstest.Mkfs(t, c.opts)
+			var img string
+			if c.fixture != "" {
+				// The fixture is mkfs.btrfs's minimum size: the kernel
+				// grows it to make room for new chunks.
+				img = btrfstest.OpenFixture(t, c.fixture)
+				if err := os.Truncate(img, btrfstest.DefaultImageSize); err != nil {
+					t.Fatal(err)
+				}
+				dir := btrfstest.Mount(t, "", img)
+				if out, err := exec.Command("btrfs", "filesystem", "resize", "max", dir).CombinedOutput(); err != nil {
+					t.Fatalf("resize: %v\n%s", err, out)
+				}
+				btrfstest.Unmount(t, dir)
+			} else {
+				img = btrfstest.Mkfs(t, c.opts)
+			}
 			chunks := dumpCount(t, img, "chunk", "CHUNK_ITEM")
+			groups := dumpCount(t, img, "11", "BLOCK_GROUP_ITEM") // 0 without the tree
 			have := map[string][]byte{}
 			before, after := growUntilNewChunk(t, []string{img}, c.opts.NodeSize, rng, have)
 			checkProfiles(t, before, after)
 			if got := dumpCount(t, img, "chunk", "CHUNK_ITEM"); got != chunks+len(after)-len(before) {
 				t.Errorf("dump-tree: %d CHUNK_ITEMs, want %d", got, chunks+len(after)-len(before))
+			}
+			if c.fixture != "" {
+				if got := dumpCount(t, img, "11", "BLOCK_GROUP_ITEM"); got != groups+len(after)-len(before) {
+					t.Errorf("dump-tree: %d BLOCK_GROUP_ITEMs in tree 11, want %d", got, groups+len(after)-len(before))
+				}
+				if got := dumpCount(t, img, "extent", "BLOCK_GROUP_ITEM"); got != 0 {
+					t.Errorf("dump-tree: %d BLOCK_GROUP_ITEMs in the extent tree, want none", got)
+				}
 			}
 			sampleXattrs(t, []string{img}, have, 7)
 			kernelWrites(t, []string{img})

@@ -439,14 +439,14 @@ func (t *Txn) touchedGroups() []uint64 {
 
 // settleBlockGroups sets used of every touched BLOCK_GROUP_ITEM to alloc's.
 func (t *Txn) settleBlockGroups() error {
-	et, err := t.Tree(disk.ExtentTreeObjectID)
+	bt, err := t.Tree(t.fs.bgTree)
 	if err != nil {
 		return err
 	}
 	for _, s := range t.touchedGroups() {
 		g := t.fs.space.Group(s)
 		key := disk.Key{ObjectID: disk.ObjectID(g.Start), Type: disk.BlockGroupItemKey, Offset: g.Length}
-		data, found, err := et.Lookup(t.tx, key)
+		data, found, err := bt.Lookup(t.tx, key)
 		if err != nil {
 			return err
 		}
@@ -455,13 +455,13 @@ func (t *Txn) settleBlockGroups() error {
 			return disk.Corruptf("no block group item %v", key)
 		}
 		if err := it.Decode(data); err != nil {
-			return &disk.CorruptError{Tree: disk.ExtentTreeObjectID, Key: &key, What: "block group item", Err: err}
+			return &disk.CorruptError{Tree: t.fs.bgTree, Key: &key, What: "block group item", Err: err}
 		}
 		if it.Used == g.Used {
 			continue
 		}
 		used := g.Used
-		err = et.UpdateItem(t.tx, key, func(b []byte) error {
+		err = bt.UpdateItem(t.tx, key, func(b []byte) error {
 			it.Used = used
 			it.Encode(b)
 			return nil

@@ -69,5 +69,8 @@
 // the last commit left it (byte-identical only for transactions without
 // data). It never writes degraded or to RAID5/6 metadata, and
 // refuses filesystems it cannot keep consistent (log tree present, no
-// skinny metadata, block-group tree, extent tree v2, shared tree blocks).
+// skinny metadata, extent tree v2, shared tree blocks). With the
+// block-group tree (compat_ro BLOCK_GROUP_TREE) the BLOCK_GROUP_ITEMs are
+// read, inserted, updated and removed in tree 11 instead of the extent
+// tree, and tree 11's ROOT_ITEM is kept in step like every opened tree's.
 package txn

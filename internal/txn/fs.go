@@ -37,6 +37,9 @@ type FS struct {
 	wr     *chunk.Writer
 	space  *alloc.Space
 	hasFST bool
+	// bgTree is the tree holding the BLOCK_GROUP_ITEMs: the block-group
+	// tree (11) with compat_ro BLOCK_GROUP_TREE, else the extent tree.
+	bgTree disk.ObjectID
 	// chunkTreeUUID is stamped in every block header, read from the chunk root.
 	chunkTreeUUID disk.UUID
 	// running is the transaction in progress, nil between transactions.
@@ -132,7 +135,8 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := set.CheckComplete(m.DevIDs()); err != nil {
 		return nil, err
 	}
-	fs := &FS{set: set, sb: sb, chunks: m, hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0}
+	fs := &FS{set: set, sb: sb, chunks: m, hasFST: sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0,
+		bgTree: blockGroupTree(&sb)}
 	fs.counters.init()
 	// Every write to the devices (tree blocks, data, superblocks) is
 	// counted for BytesWritten, data shared with host files for
@@ -175,8 +179,6 @@ func supported(sb *disk.Superblock) error {
 		return fmt.Errorf("%w: no skinny metadata", ErrUnsupported)
 	case sb.IncompatFlags&disk.IncompatExtentTreeV2 != 0:
 		return fmt.Errorf("%w: extent tree v2", ErrUnsupported)
-	case sb.CompatROFlags&disk.CompatROBlockGroupTree != 0:
-		return fmt.Errorf("%w: block group tree", ErrUnsupported)
 	case sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 && sb.CacheGeneration != 0:
 		return fmt.Errorf("%w: v1 space cache", ErrUnsupported)
 	case sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0 && sb.CompatROFlags&disk.CompatROFreeSpaceTreeValid == 0:
@@ -185,19 +187,46 @@ func supported(sb *disk.Superblock) error {
 	return nil
 }
 
-// loadSpace (re)builds the free-space model from the committed extent tree.
-func (fs *FS) loadSpace() error {
-	ri, _, err := fs.rootItem(disk.ExtentTreeObjectID)
-	if err != nil {
-		return fmt.Errorf("extent tree: %w", err)
+// blockGroupTree is the tree that holds sb's filesystem's
+// BLOCK_GROUP_ITEMs.
+func blockGroupTree(sb *disk.Superblock) disk.ObjectID {
+	if sb.CompatROFlags&disk.CompatROBlockGroupTree != 0 {
+		return disk.BlockGroupTreeObjectID
 	}
-	root := ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.ExtentTreeObjectID}
-	sp, err := alloc.Load(fs, root, fs.chunks, fs.sb.NodeSize, fs.sb.SectorSize)
+	return disk.ExtentTreeObjectID
+}
+
+// loadSpace (re)builds the free-space model from the committed extent
+// tree and block group items.
+func (fs *FS) loadSpace() error {
+	extent, err := fs.committedRoot(disk.ExtentTreeObjectID)
 	if err != nil {
+		return err
+	}
+	groups := extent
+	if fs.bgTree != disk.ExtentTreeObjectID {
+		if groups, err = fs.committedRoot(fs.bgTree); err != nil {
+			return err
+		}
+	}
+	sp, err := alloc.LoadFrom(fs, groups, extent, fs.chunks, fs.sb.NodeSize, fs.sb.SectorSize)
+	if err != nil {
+		if fs.bgTree != disk.ExtentTreeObjectID {
+			return fmt.Errorf("block group tree and extent tree: %w", err)
+		}
 		return fmt.Errorf("extent tree: %w", err)
 	}
 	fs.space = sp
 	return nil
+}
+
+// committedRoot is where the committed tree id starts, from its ROOT_ITEM.
+func (fs *FS) committedRoot(id disk.ObjectID) (ctree.Root, error) {
+	ri, _, err := fs.rootItem(id)
+	if err != nil {
+		return ctree.Root{}, fmt.Errorf("tree %s: %w", id.TreeName(), err)
+	}
+	return ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id}, nil
 }
 
 // rootTreeRoot is where the committed root tree starts.

@@ -351,12 +351,12 @@ func (t *Txn) cutDevExtents(c shrinkCut) error {
 // again under the new length (used and flags unchanged; the settle step
 // keeps used right).
 func (t *Txn) rekeyBlockGroup(c shrinkCut) error {
-	et, err := t.Tree(disk.ExtentTreeObjectID)
+	bt, err := t.Tree(t.fs.bgTree)
 	if err != nil {
 		return err
 	}
 	key := disk.Key{ObjectID: disk.ObjectID(c.logical), Type: disk.BlockGroupItemKey, Offset: c.old.Length}
-	data, found, err := et.Lookup(t.tx, key)
+	data, found, err := bt.Lookup(t.tx, key)
 	if err != nil {
 		return err
 	}
@@ -364,14 +364,14 @@ func (t *Txn) rekeyBlockGroup(c shrinkCut) error {
 		return disk.Corruptf("no block group item %v", key)
 	}
 	data = append([]byte(nil), data...)
-	if err := deleteOne(et.DeleteItem(t.tx, key)); err != nil {
+	if err := deleteOne(bt.DeleteItem(t.tx, key)); err != nil {
 		return fmt.Errorf("block group item %v: %w", key, err)
 	}
 	if c.newLen == 0 {
 		return nil
 	}
 	key.Offset = c.newLen
-	if err := et.InsertItem(t.tx, key, data); err != nil {
+	if err := bt.InsertItem(t.tx, key, data); err != nil {
 		return fmt.Errorf("block group item %v: %w", key, err)
 	}
 	return nil

@@ -73,12 +73,12 @@ rootdir_image() {
 
 # kernel_image NAME MKFS_ARGS...: an empty mkfs.btrfs image populated by the
 # kernel through a loop mount (compression, prealloc, reflink, subvolume
-# and read-only snapshot included).
+# and read-only snapshot included). MKFS names another mkfs.btrfs.
 kernel_image() {
 	local name=$1 img=$work/$1.img
 	shift
 	truncate -s "$size" "$img"
-	quiet mkfs.btrfs "$@" "$img"
+	quiet "${MKFS:-mkfs.btrfs}" "$@" "$img"
 	attach "$img"
 	mount -t btrfs "$loop" "$mnt"
 	harness -gen.populate "$mnt" -gen.btrfs
@@ -96,4 +96,11 @@ kernel_image kernel-4k-xxhash -L kernel-4k -n 4096 --csum xxhash
 rootdir_image rootdir-16k-crc32c -L rootdir-16k
 rootdir_image rootdir-4k-sha256 -L rootdir-4k -n 4096 --csum sha256
 rootdir_image rootdir-16k-blake2 -L rootdir-blake2 --csum blake2
+# mkfs.btrfs 6.19's defaults (block-group tree on), from a btrfs-progs 6.19
+# build in GOBTRFS_PROGS_DIR; without one the committed image stays.
+if [[ -n ${GOBTRFS_PROGS_DIR:-} ]]; then
+	MKFS=$GOBTRFS_PROGS_DIR/mkfs.btrfs kernel_image kernel-bgt-16k-crc32c -L kernel-bgt
+else
+	echo "gen.sh: GOBTRFS_PROGS_DIR not set, kernel-bgt-16k-crc32c kept as committed" >&2
+fi
 du -cb "$here"/*.img.zst | tail -1
