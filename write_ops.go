@@ -29,6 +29,12 @@ type CreateOptions struct {
 	// Umask. For copies that set every attribute of their source
 	// themselves, as mkfs does.
 	Exact bool
+	// NoDataCow and NoDataSum give a new regular file the NODATACOW flag
+	// (with NODATASUM, which it implies) or the NODATASUM flag, as the
+	// kernel's nodatacow and nodatasum mount options do for every new
+	// file; other kinds of inode ignore them. Exact does not turn them
+	// off: they come from the caller, not the directory.
+	NoDataCow, NoDataSum bool
 }
 
 // Mkdir makes directory name with permission bits perm (and the set-id
@@ -123,6 +129,14 @@ func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, no
 	in.item.UID, in.item.GID = o.UID, o.GID
 	ibuf := make([]byte, disk.InodeItemSize)
 	inheritFlags(parent, in)
+	if in.item.IsRegular() {
+		if o.NoDataSum {
+			in.item.Flags |= disk.InodeNoDataSum
+		}
+		if o.NoDataCow {
+			in.item.Flags |= disk.InodeNoDataCow | disk.InodeNoDataSum
+		}
+	}
 	in.item.Encode(ibuf)
 	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}, ibuf); err != nil {
 		return err

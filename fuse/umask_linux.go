@@ -90,7 +90,9 @@ func (u *umaskFS) Tmpfile(cancel <-chan struct{}, in *gofuse.CreateIn, out *gofu
 // rest as Linux does: the group and set-group-ID bit of a set-group-ID
 // directory, the directory's default ACL.
 func (m *mount) createOptions(ctx context.Context, name string) *btrfs.CreateOptions {
-	o := &btrfs.CreateOptions{}
+	// The mount's nodatacow/nodatasum go into the same change as the
+	// new file, as the kernel sets them when it makes the inode.
+	o := &btrfs.CreateOptions{NoDataCow: m.opts.NoDataCow, NoDataSum: m.opts.NoDataSum}
 	if c, ok := gofuse.FromContext(ctx); ok {
 		o.UID, o.GID = c.Uid, c.Gid
 		o.Umask = btrfs.FileModeOf(m.umasks.get(c.Pid, name) & 0o777)

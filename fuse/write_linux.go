@@ -31,28 +31,11 @@ var (
 	_ fs.NodeCopyFileRanger = (*node)(nil)
 )
 
-// btrfs inode flags (struct btrfs_inode_item's flags; on-disk values).
-const (
-	flagNoDataSum = 1 << 0
-	flagNoDataCow = 1 << 1
-)
-
 // made finishes a new inode at name (whose last component is base, or ""
-// when it is not in n) made in directory n: the mount's
-// nodatacow/nodatasum for regular files, and the entry the kernel gets.
-// Owner, group and mode were set by the change that made it
-// (createOptions).
+// when it is not in n) made in directory n: the entry the kernel gets.
+// Owner, group, mode and the mount's nodatacow/nodatasum were set by the
+// change that made it (createOptions).
 func (n *node) made(ctx context.Context, name, base string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	typ := mode & syscall.S_IFMT
-	if typ == syscall.S_IFREG && (n.m.opts.NoDataCow || n.m.opts.NoDataSum) {
-		var set uint64 = flagNoDataSum
-		if n.m.opts.NoDataCow {
-			set = flagNoDataCow
-		}
-		if err := n.m.fsys.SetInodeFlags(name, set, 0); err != nil {
-			return nil, toErrno(err)
-		}
-	}
 	var st *btrfs.Stat
 	var errno syscall.Errno
 	if base == "" {
