@@ -55,17 +55,13 @@ func newBlockReader(lr logicalReader, p disk.BlockParams, items disk.ItemCheckPa
 
 // ReadBlock implements ctree.Reader.
 func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
-	br.mu.Lock()
-	pn, pinned := br.pinned[addr]
-	br.mu.Unlock()
-	if pinned {
+	if n, pinned := br.cached(addr); pinned {
 		// The newest block at addr, maybe not on the devices yet.
-		if err := pn.CheckExpect(br.params, e); err != nil {
+		if err := n.CheckExpect(br.params, e); err != nil {
 			return nil, err
 		}
-		return pn, nil
-	}
-	if n := br.cached(addr); n != nil {
+		return n, nil
+	} else if n != nil {
 		err := n.CheckExpect(br.params, e)
 		if err == nil {
 			return n, nil
@@ -132,14 +128,19 @@ func locate(err error, addr disk.LogicalAddr, tree disk.ObjectID) error {
 	return err
 }
 
-func (br *blockReader) cached(addr disk.LogicalAddr) disk.Node {
+// cached returns the block held for addr, if any, and whether it is
+// pinned (Put, not yet Unpin).
+func (br *blockReader) cached(addr disk.LogicalAddr) (n disk.Node, pinned bool) {
 	br.mu.Lock()
 	defer br.mu.Unlock()
+	if n, ok := br.pinned[addr]; ok {
+		return n, true
+	}
 	if el, ok := br.index[addr]; ok {
 		br.lru.MoveToFront(el)
-		return el.Value.(*cachedBlock).node
+		return el.Value.(*cachedBlock).node, false
 	}
-	return nil
+	return nil, false
 }
 
 // forget drops one cached block.
@@ -174,6 +175,19 @@ func (br *blockReader) Put(addr disk.LogicalAddr, n disk.Node) {
 		br.pinned = make(map[disk.LogicalAddr]disk.Node)
 	}
 	br.pinned[addr] = n
+}
+
+// Drop implements txn.BlockCache: the blocks at addrs are forgotten.
+func (br *blockReader) Drop(addrs []disk.LogicalAddr) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	for _, a := range addrs {
+		delete(br.pinned, a)
+		if el, ok := br.index[a]; ok {
+			br.lru.Remove(el)
+			delete(br.index, a)
+		}
+	}
 }
 
 // Unpin implements txn.BlockCache: the blocks move to the LRU list.

@@ -30,6 +30,31 @@ type gatedDevice struct {
 	waiting bool
 }
 
+// openGated opens img for writing through a gatedDevice (open, until the
+// test shuts it) that holds back tree blocks, or with data set the other
+// writes.
+func openGated(t *testing.T, img string, opts *btrfs.Options, data bool) (*btrfs.FS, *gatedDevice) {
+	t.Helper()
+	var gd *gatedDevice
+	open := func(p string, ro bool) (blockdev.Device, error) {
+		d, err := blockdev.OpenFile(p, ro)
+		if err != nil {
+			return nil, err
+		}
+		gd = &gatedDevice{Device: d, open: make(chan struct{}), blocked: make(chan struct{}), data: data}
+		return gd, nil
+	}
+	fsys, err := btrfs.OpenWritableWith(img, opts, blockdev.ScanOptions{Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := fsview.Of(fsys).Superblock()
+	gd.mu.Lock()
+	gd.fsid, gd.nodeSize = sb.MetadataFSID(), int(sb.NodeSize)
+	gd.mu.Unlock()
+	return fsys, gd
+}
+
 func (d *gatedDevice) WriteAt(p []byte, off int64) (int, error) {
 	d.mu.Lock()
 	shut, open := d.shut && d.isTreeBlocks(p, off) != d.data && !isSuperWrite(off, len(p)), d.open
@@ -64,26 +89,9 @@ func (d *gatedDevice) isTreeBlocks(p []byte, off int64) bool {
 // that holds the writes back.
 func TestReadsWhileTreeBlocksInFlight(t *testing.T) {
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20, NodeSize: 4096})
-	var gd *gatedDevice
-	open := func(p string, ro bool) (blockdev.Device, error) {
-		d, err := blockdev.OpenFile(p, ro)
-		if err != nil {
-			return nil, err
-		}
-		gd = &gatedDevice{Device: d, open: make(chan struct{}), blocked: make(chan struct{})}
-		return gd, nil
-	}
 	// A budget of 16 blocks: most of what a commit writes cannot stay in
 	// the LRU list, only pinned.
-	opts := btrfs.Options{CacheBytes: 64 << 10}
-	fsys, err := btrfs.OpenWritableWith(img, &opts, blockdev.ScanOptions{Open: open})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := fsview.Of(fsys).Superblock()
-	gd.mu.Lock()
-	gd.fsid, gd.nodeSize = sb.MetadataFSID(), int(sb.NodeSize)
-	gd.mu.Unlock()
+	fsys, gd := openGated(t, img, &btrfs.Options{CacheBytes: 64 << 10}, false)
 
 	// Enough files for a tree of several levels, committed normally.
 	want := map[string][]byte{}
@@ -172,23 +180,7 @@ func TestReadsWhileTreeBlocksInFlight(t *testing.T) {
 // checksum).
 func TestReadsWaitForDataInFlight(t *testing.T) {
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
-	var gd *gatedDevice
-	open := func(p string, ro bool) (blockdev.Device, error) {
-		d, err := blockdev.OpenFile(p, ro)
-		if err != nil {
-			return nil, err
-		}
-		gd = &gatedDevice{Device: d, open: make(chan struct{}), blocked: make(chan struct{}), data: true}
-		return gd, nil
-	}
-	fsys, err := btrfs.OpenWritableWith(img, nil, blockdev.ScanOptions{Open: open})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := fsview.Of(fsys).Superblock()
-	gd.mu.Lock()
-	gd.fsid, gd.nodeSize = sb.MetadataFSID(), int(sb.NodeSize)
-	gd.mu.Unlock()
+	fsys, gd := openGated(t, img, nil, true)
 
 	// Files past the inline limit and below the write-behind's large
 	// writes: their data is staged and written behind.

@@ -284,6 +284,9 @@ func (t *Txn) Abort() {
 	}
 	t.done = true
 	t.fs.running = nil
+	if len(t.sealed) > 0 {
+		t.fs.cache.Drop(t.sealed) // put pinned by writeBlocks, never written
+	}
 	t.wb.discard()
 	t.closeData()
 	t.dropChunks()

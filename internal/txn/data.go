@@ -151,6 +151,18 @@ func (t *Txn) releaseSpace(a, size uint64) error {
 // commit, so writing them before Commit is safe; Commit flushes and syncs
 // them before any superblock references them. Safe for concurrent use.
 func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
+	if err := t.checkDataWrite(addr, p); err != nil {
+		return err
+	}
+	if err := t.wb.stage(p, addr); err != nil {
+		return fmt.Errorf("txn: write data at %d: %w", addr, err)
+	}
+	return nil
+}
+
+// checkDataWrite checks a data write of p at addr (whole sectors, inside
+// this transaction's data allocations) and counts its bytes.
+func (t *Txn) checkDataWrite(addr disk.LogicalAddr, p []byte) error {
 	a, n := uint64(addr), uint64(len(p))
 	if n == 0 || !t.sectorAligned(a) || !t.sectorAligned(n) || a+n < a {
 		return fmt.Errorf("txn: data write of %d bytes at %d is not sector aligned", n, addr)
@@ -166,11 +178,23 @@ func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
 	if !ok {
 		return fmt.Errorf("txn: data write [%d, +%d) outside this transaction's data allocations", addr, n)
 	}
-	if err := t.wb.stage(p, addr); err != nil {
-		return fmt.Errorf("txn: write data at %d: %w", addr, err)
-	}
 	return nil
 }
+
+// writeData is every device write of file data (the write-behind's): the
+// data of older commits still on its way lands first (landOlderData).
+func (t *Txn) writeData(p []byte, addr disk.LogicalAddr) error {
+	if err := t.landOlderData(); err != nil {
+		return err
+	}
+	return t.fs.wr.WriteLogical(p, addr)
+}
+
+// landOlderData waits until the data of the commits before this
+// transaction is on the devices (Flight.landData): a range one of them
+// released within its transaction, with bytes staged for it, may be
+// handed out here, and its stale bytes must not land over new ones.
+func (t *Txn) landOlderData() error { return t.fs.landDataBefore(t.gen) }
 
 // WriteDataShared is WriteData of p, which are also the bytes of the
 // host file range src: each copy is stored by sharing src's blocks where
@@ -179,24 +203,11 @@ func (t *Txn) WriteData(addr disk.LogicalAddr, p []byte) error {
 // staged is written first, so the device sees writes in the order they
 // were made.
 func (t *Txn) WriteDataShared(addr disk.LogicalAddr, p []byte, src blockdev.HostRange) error {
-	a, n := uint64(addr), uint64(len(p))
-	if n == 0 || !t.sectorAligned(a) || !t.sectorAligned(n) || a+n < a {
-		return fmt.Errorf("txn: data write of %d bytes at %d is not sector aligned", n, addr)
-	}
-	t.dataBytes.Add(n)
-	d := &t.data
-	d.mu.Lock()
-	ok, closed := d.owned.Contains(a, a+n), d.closed
-	d.mu.Unlock()
-	if closed {
-		return t.errDataClosed()
-	}
-	if !ok {
-		return fmt.Errorf("txn: data write [%d, +%d) outside this transaction's data allocations", addr, n)
+	if err := t.checkDataWrite(addr, p); err != nil {
+		return err
 	}
 	write := func() error {
-		// As the write-behind's own writes: older flights' data first.
-		if err := t.fs.landDataBefore(t.gen); err != nil {
+		if err := t.landOlderData(); err != nil {
 			return err
 		}
 		return t.fs.wr.WriteLogicalShared(p, addr, src)

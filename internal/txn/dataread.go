@@ -18,7 +18,7 @@ func (t *Txn) ReadData(addr disk.LogicalAddr, p []byte) error {
 	if err := t.FlushData(); err != nil {
 		return err
 	}
-	if err := t.fs.landDataBefore(t.gen); err != nil {
+	if err := t.landOlderData(); err != nil {
 		return err
 	}
 	return t.fs.rd.ReadLogical(p, addr, nil)

@@ -89,6 +89,10 @@ type BlockCache interface {
 	// Unpin lets the cache drop the blocks at addrs: the devices hold
 	// them.
 	Unpin(addrs []disk.LogicalAddr)
+	// Drop forgets the blocks at addrs: a transaction that put them
+	// aborted, and its generation will be used again for other blocks
+	// at the same addresses, which a generation check cannot tell apart.
+	Drop(addrs []disk.LogicalAddr)
 }
 
 // SetBlockCache makes c the source of committed tree blocks. Call it

@@ -81,19 +81,7 @@ func (fs *FS) Begin() (*Txn, error) {
 		live:    map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
 		gone: map[disk.LogicalAddr]bool{}, touched: map[uint64]bool{}}
 	t.tx = ctree.NewTrans(t, t.gen, nil)
-	t.wb.write = fs.wr.WriteLogical
-	if fs.cache != nil {
-		// Commits before this one may still be writing their data
-		// (Flight.landData): a range one of them released within its
-		// transaction, with bytes staged for it, may be handed out here.
-		// Their writes land before any of this transaction's.
-		t.wb.write = func(p []byte, addr disk.LogicalAddr) error {
-			if err := fs.landDataBefore(t.gen); err != nil {
-				return err
-			}
-			return fs.wr.WriteLogical(p, addr)
-		}
-	}
+	t.wb.write = t.writeData
 	t.wb.pool = &fs.stageBufs
 	fs.running = t
 	return t, nil
