@@ -373,7 +373,7 @@ func (t *Txn) insertChunk(nc *newChunk) error {
 	if err := bt.InsertItem(t.tx, key, buf); err != nil {
 		return fmt.Errorf("block group item: %w", err)
 	}
-	if !t.fs.hasFST {
+	if !t.keepsFST() {
 		return nil
 	}
 	ft, err := t.Tree(disk.FreeSpaceTreeObjectID)

@@ -76,6 +76,7 @@ func (t *Txn) Prepare() (*Flight, error) {
 		writeData = t.wb.failed
 	}
 	pre := []step{
+		{"convert v1 space cache", t.convertSpaceCacheV1},
 		{"settle metadata", t.settle},
 		{"write data", writeData},
 		{"write tree blocks", t.writeBlocks},
@@ -110,6 +111,9 @@ func (t *Txn) Prepare() (*Flight, error) {
 	fs.flightMu.Unlock()
 	// The next transaction builds on this one: its generation, its roots.
 	fs.sb = sb
+	if t.fstCreated {
+		fs.hasFST, fs.v1 = true, nil
+	}
 	fs.counters.commits.Add(1)
 	return f, nil
 }

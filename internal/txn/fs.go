@@ -37,6 +37,10 @@ type FS struct {
 	wr     *chunk.Writer
 	space  *alloc.Space
 	hasFST bool
+	// v1 is what the first commit removes to convert a v1 space cache
+	// filesystem to the free-space tree (spacecache_v1.go); nil when
+	// there is nothing to convert.
+	v1 *spaceCacheV1
 	// bgTree is the tree holding the BLOCK_GROUP_ITEMs: the block-group
 	// tree (11) with compat_ro BLOCK_GROUP_TREE, else the extent tree.
 	bgTree disk.ObjectID
@@ -168,6 +172,11 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := fs.verifyMetadata(); err != nil {
 		return nil, err
 	}
+	if needsV1Conversion(&sb) {
+		if fs.v1, err = fs.loadSpaceCacheV1(); err != nil {
+			return nil, err
+		}
+	}
 	if err := fs.loadSpace(); err != nil {
 		return nil, err
 	}
@@ -183,8 +192,6 @@ func supported(sb *disk.Superblock) error {
 		return fmt.Errorf("%w: no skinny metadata", ErrUnsupported)
 	case sb.IncompatFlags&disk.IncompatExtentTreeV2 != 0:
 		return fmt.Errorf("%w: extent tree v2", ErrUnsupported)
-	case sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 && sb.CacheGeneration != 0:
-		return fmt.Errorf("%w: v1 space cache", ErrUnsupported)
 	case sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0 && sb.CompatROFlags&disk.CompatROFreeSpaceTreeValid == 0:
 		return fmt.Errorf("%w: free space tree not valid", ErrUnsupported)
 	}

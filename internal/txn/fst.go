@@ -20,7 +20,7 @@ type fstState struct {
 // BITMAP items are replaced, in the form the kernel would keep them in
 // (fstUseBitmaps), and its FREE_SPACE_INFO gets the new count and flag.
 func (t *Txn) settleFST() error {
-	if !t.fs.hasFST {
+	if !t.keepsFST() {
 		return nil
 	}
 	ft, err := t.Tree(disk.FreeSpaceTreeObjectID)

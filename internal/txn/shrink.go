@@ -381,7 +381,7 @@ func (t *Txn) rekeyBlockGroup(c shrinkCut) error {
 // inserts an empty FREE_SPACE_INFO under the new length: the group is
 // touched, so settleFST fills in its extents and count.
 func (t *Txn) rekeyFST(c shrinkCut) error {
-	if !t.fs.hasFST {
+	if !t.keepsFST() {
 		return nil
 	}
 	ft, err := t.Tree(disk.FreeSpaceTreeObjectID)

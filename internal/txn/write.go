@@ -102,6 +102,9 @@ func (t *Txn) newSuper() (disk.Superblock, error) {
 	}
 	sb.Generation = t.gen
 	sb.IncompatFlags |= t.incompat
+	if t.fstCreated {
+		sb.CompatROFlags |= disk.CompatROFreeSpaceTree | disk.CompatROFreeSpaceTreeValid
+	}
 	if t.label != nil {
 		sb.Label = *t.label
 	}
