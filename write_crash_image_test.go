@@ -39,14 +39,16 @@ func readImage(t *testing.T, path string) *crashImage {
 func crashImageOf(t *testing.T, r io.ReaderAt, size int64) *crashImage {
 	t.Helper()
 	img := &crashImage{size: size, chunks: map[int64][]byte{}}
-	zero := make([]byte, crashChunk)
+	// One buffer is read into and copied when not zero: large, mostly
+	// empty images are scanned without allocating their size.
+	zero, buf := make([]byte, crashChunk), make([]byte, crashChunk)
 	for off := int64(0); off < size; off += crashChunk {
-		buf := make([]byte, min(crashChunk, size-off))
-		if _, err := r.ReadAt(buf, off); err != nil && err != io.EOF {
+		b := buf[:min(crashChunk, size-off)]
+		if _, err := r.ReadAt(b, off); err != nil && err != io.EOF {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(buf, zero[:len(buf)]) {
-			img.chunks[off] = buf
+		if !bytes.Equal(b, zero[:len(b)]) {
+			img.chunks[off] = bytes.Clone(b)
 		}
 	}
 	return img

@@ -640,6 +640,9 @@ type randomImage struct {
 	// ours formats with our mkfs (its defaults: mkfs.btrfs 6.19's, with
 	// the block-group tree, which mkfs.btrfs 6.2 cannot make) instead.
 	ours bool
+	// v1 makes the image with the v1 space cache (makeV1Image), which
+	// the first commit converts to the free-space tree.
+	v1 bool
 }
 
 var randomImages = []randomImage{
@@ -651,6 +654,7 @@ var randomImages = []randomImage{
 	{name: "raid1-2dev", mkfs: btrfstest.MkfsOptions{NumDevices: 2, MetadataProfile: "raid1", DataProfile: "raid1"}},
 	{name: "kernel-populated-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096}, populate: true},
 	{name: "block-group-tree-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096}, populate: true},
+	{name: "v1-space-cache", v1: true, populate: true},
 }
 
 // TestRandomWrite runs random operation sequences on every image kind:
@@ -672,6 +676,9 @@ func runRandomImage(t *testing.T, im randomImage) {
 	}
 	var devs []string
 	switch {
+	case im.v1:
+		img, _ := makeV1Image(t, seed, func(dir string) { populateDir(t, dir, int64(seed)) })
+		devs = []string{img}
 	case im.ours:
 		devs = []string{filepath.Join(t.TempDir(), "ours.img")}
 		if err := mkfs.Format(devs[0], mkfs.Options{Size: btrfstest.DefaultImageSize, NodeSize: im.mkfs.NodeSize}); err != nil {
@@ -687,7 +694,10 @@ func runRandomImage(t *testing.T, im randomImage) {
 		nodesize = 16384
 	}
 	m := newModel(nodesize, &mNode{e: btrfstest.Entry{Type: btrfstest.TypeDir, Perm: 0o755}})
-	if im.populate {
+	switch {
+	case im.v1:
+		m = scanModel(t, devs, nodesize)
+	case im.populate:
 		m = populateImage(t, devs, nodesize, int64(seed))
 	}
 	fsys := openWritable(t, devs)
@@ -696,6 +706,9 @@ func runRandomImage(t *testing.T, im randomImage) {
 	for range commits {
 		ru.randomOps(ops / commits)
 		ru.commitAndCompare(devs)
+		if im.v1 {
+			requireConverted(t, devs[0])
+		}
 	}
 	// Work that is never committed: Rollback drops it.
 	saved := ru.m.clone()
@@ -729,6 +742,14 @@ func runRandomImage(t *testing.T, im randomImage) {
 func populateImage(t *testing.T, devs []string, nodesize int, seed int64) *model {
 	t.Helper()
 	dir := btrfstest.Mount(t, "", devs...)
+	populateDir(t, dir, seed)
+	btrfstest.Unmount(t, dir)
+	return scanModel(t, devs, nodesize)
+}
+
+// populateDir is what the kernel writes into a populated image.
+func populateDir(t *testing.T, dir string, seed int64) {
+	t.Helper()
 	btrfstest.PopulateFiles(t, dir, seed)
 	btrfstest.PopulateSpecial(t, dir, seed)
 	btrfstest.PopulateLinks(t, dir, seed)
@@ -740,8 +761,12 @@ func populateImage(t *testing.T, devs []string, nodesize int, seed int64) *model
 		n = 10000
 	}
 	btrfstest.PopulateBigDir(t, dir, seed, n)
-	btrfstest.Unmount(t, dir)
-	dir = btrfstest.Mount(t, "ro", devs...)
+}
+
+// scanModel is the model of what the kernel shows of devs.
+func scanModel(t *testing.T, devs []string, nodesize int) *model {
+	t.Helper()
+	dir := btrfstest.Mount(t, "ro", devs...)
 	tree, err := btrfstest.Scan(dir)
 	btrfstest.Unmount(t, dir)
 	if err != nil {
