@@ -60,6 +60,12 @@ func needsV1Conversion(sb *disk.Superblock) bool {
 // anything is written.
 func (fs *FS) loadSpaceCacheV1() (*spaceCacheV1, error) {
 	v := &spaceCacheV1{}
+	if _, _, err := fs.rootItem(disk.FreeSpaceTreeObjectID); err == nil {
+		// A tree left by an interrupted conversion that never set the
+		// feature bit: the kernel ignores it; we refuse rather than
+		// guess what it holds.
+		return nil, fmt.Errorf("%w: a free space tree without compat_ro FREE_SPACE_TREE", ErrUnsupported)
+	}
 	rt := fs.rootTreeRoot()
 	c := ctree.NewCursor(fs, rt)
 	var inodes []disk.ObjectID
@@ -198,10 +204,7 @@ func (t *Txn) createFreeSpaceTree() (*ctree.Tree, error) {
 		return nil, err
 	}
 	if _, _, err := t.lookupRootItem(rt, id); err == nil {
-		// A tree left by an older conversion that never set the
-		// feature bit would be invisible to the kernel; refuse rather
-		// than guess what it holds.
-		return nil, fmt.Errorf("%w: free space tree exists without compat_ro FREE_SPACE_TREE", ErrUnsupported)
+		return nil, fmt.Errorf("%w: a free space tree without compat_ro FREE_SPACE_TREE", ErrUnsupported)
 	}
 	tr, err := ctree.Create(t.tx, id, t.fs.treeOptions(id))
 	if err != nil {
