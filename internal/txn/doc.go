@@ -73,4 +73,8 @@
 // block-group tree (compat_ro BLOCK_GROUP_TREE) the BLOCK_GROUP_ITEMs are
 // read, inserted, updated and removed in tree 11 instead of the extent
 // tree, and tree 11's ROOT_ITEM is kept in step like every opened tree's.
+// A filesystem with the v1 space cache is converted by its first commit,
+// as the kernel's space_cache=v2 mount does: the cache files go, the
+// free-space tree is built and compat_ro FREE_SPACE_TREE(_VALID) set
+// (spacecache_v1.go, docs/design/0015-v1-space-cache.md).
 package txn
