@@ -173,7 +173,7 @@ func openSet(set *blockdev.Set) (*FS, error) {
 		return nil, err
 	}
 	if needsV1Conversion(&sb) {
-		if fs.v1, err = fs.loadSpaceCacheV1(); err != nil {
+		if fs.v1, err = fs.prepareV1Conversion(); err != nil {
 			return nil, err
 		}
 	}

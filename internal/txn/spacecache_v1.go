@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -54,18 +55,24 @@ func needsV1Conversion(sb *disk.Superblock) bool {
 	return sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 && sb.CacheGeneration != 0
 }
 
-// loadSpaceCacheV1 gathers the v1 cache items of the committed root tree.
-// A header that does not name an inode of the root tree, or a cache inode
-// with items this package does not know how to remove, is refused before
-// anything is written.
-func (fs *FS) loadSpaceCacheV1() (*spaceCacheV1, error) {
-	v := &spaceCacheV1{}
+// prepareV1Conversion checks, at open, that a v1 filesystem can be
+// converted, and gathers what the conversion removes.
+func (fs *FS) prepareV1Conversion() (*spaceCacheV1, error) {
 	if _, _, err := fs.rootItem(disk.FreeSpaceTreeObjectID); err == nil {
 		// A tree left by an interrupted conversion that never set the
 		// feature bit: the kernel ignores it; we refuse rather than
 		// guess what it holds.
 		return nil, fmt.Errorf("%w: a free space tree without compat_ro FREE_SPACE_TREE", ErrUnsupported)
 	}
+	return fs.loadSpaceCacheV1()
+}
+
+// loadSpaceCacheV1 gathers the v1 cache items of the committed root tree.
+// A header that does not name an inode of the root tree, or a cache inode
+// with items this package does not know how to remove, is refused before
+// anything is written.
+func (fs *FS) loadSpaceCacheV1() (*spaceCacheV1, error) {
+	v := &spaceCacheV1{}
 	rt := fs.rootTreeRoot()
 	c := ctree.NewCursor(fs, rt)
 	var inodes []disk.ObjectID
@@ -74,7 +81,7 @@ func (fs *FS) loadSpaceCacheV1() (*spaceCacheV1, error) {
 		k := c.Key()
 		corrupt := func(what string) error {
 			return &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k,
-				What: "v1 space cache header", Err: disk.Corruptf("%s", what)}
+				What: "v1 space cache header", Err: errors.New(what)}
 		}
 		if k.Type != 0 {
 			return nil, corrupt(fmt.Sprintf("unexpected item type %d", k.Type))
