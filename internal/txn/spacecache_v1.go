@@ -98,7 +98,9 @@ func (fs *FS) loadSpaceCacheV1() (*spaceCacheV1, error) {
 			return nil, corrupt(fmt.Sprintf("location %v is not a cache inode", loc))
 		}
 		v.keys = append(v.keys, k)
-		inodes = append(inodes, loc.ObjectID)
+		if !slices.Contains(inodes, loc.ObjectID) { // two headers naming one inode: remove it once
+			inodes = append(inodes, loc.ObjectID)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("root tree: v1 space cache headers: %w", err)
@@ -140,6 +142,10 @@ func (v *spaceCacheV1) loadInode(fs *FS, rt ctree.Root, ino disk.ObjectID) error
 					What: "file extent", Err: err}
 			}
 			if fe.Type != disk.FileExtentInline && fe.DiskBytenr != 0 {
+				if fe.Offset > k.Offset {
+					return &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k,
+						What: "file extent", Err: fmt.Errorf("extent offset %d past the file offset", fe.Offset)}
+				}
 				v.refs = append(v.refs, v1Ref{bytenr: fe.DiskBytenr, numBytes: fe.DiskNumBytes, ino: ino,
 					offset: k.Offset - fe.Offset})
 			}

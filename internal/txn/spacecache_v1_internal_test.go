@@ -35,18 +35,28 @@ func TestLoadSpaceCacheV1(t *testing.T) {
 		k disk.Key
 		v []byte
 	}
+	header2 := disk.Key{ObjectID: disk.FreeSpaceObjectID, Offset: 1 << 23}
+	bad := fe
+	bad.Offset = 8192 // past the item's file offset 4096
+	badb := make([]byte, bad.Size())
+	bad.Encode(badb)
 	cases := []struct {
 		name  string
 		items []item
 		want  error // nil: gathered
+		keys  []disk.Key
 	}{
-		{"cache file", []item{{header, v1Header(inoKey)}, {inoKey, ino}, {extKey, feb}, {orphan, nil}}, nil},
-		{"location not an inode", []item{{header, v1Header(disk.Key{ObjectID: 300, Type: disk.DirItemKey})}}, disk.ErrCorrupt},
-		{"location a tree id", []item{{header, v1Header(disk.Key{ObjectID: 5, Type: disk.InodeItemKey})}}, disk.ErrCorrupt},
-		{"short header", []item{{header, make([]byte, 10)}}, disk.ErrCorrupt},
-		{"typed header", []item{{disk.Key{ObjectID: disk.FreeSpaceObjectID, Type: disk.InodeItemKey}, ino}}, disk.ErrCorrupt},
+		{"cache file", []item{{header, v1Header(inoKey)}, {inoKey, ino}, {extKey, feb}, {orphan, nil}}, nil,
+			[]disk.Key{header, inoKey, extKey, orphan}},
+		{"two headers naming one inode", []item{{header, v1Header(inoKey)}, {header2, v1Header(inoKey)}, {inoKey, ino}, {extKey, feb}}, nil,
+			[]disk.Key{header, header2, inoKey, extKey}},
+		{"extent offset past the file offset", []item{{header, v1Header(inoKey)}, {inoKey, ino}, {extKey, badb}}, disk.ErrCorrupt, nil},
+		{"location not an inode", []item{{header, v1Header(disk.Key{ObjectID: 300, Type: disk.DirItemKey})}}, disk.ErrCorrupt, nil},
+		{"location a tree id", []item{{header, v1Header(disk.Key{ObjectID: 5, Type: disk.InodeItemKey})}}, disk.ErrCorrupt, nil},
+		{"short header", []item{{header, make([]byte, 10)}}, disk.ErrCorrupt, nil},
+		{"typed header", []item{{disk.Key{ObjectID: disk.FreeSpaceObjectID, Type: disk.InodeItemKey}, ino}}, disk.ErrCorrupt, nil},
 		{"named cache inode", []item{{header, v1Header(inoKey)}, {inoKey, ino},
-			{disk.Key{ObjectID: 300, Type: disk.InodeRefKey, Offset: 256}, []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 'x'}}}, ErrUnsupported},
+			{disk.Key{ObjectID: 300, Type: disk.InodeRefKey, Offset: 256}, []byte{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 'x'}}}, ErrUnsupported, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,7 +93,7 @@ func TestLoadSpaceCacheV1(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantKeys := []disk.Key{header, inoKey, extKey, orphan}
+			wantKeys := c.keys
 			if len(v.keys) != len(wantKeys) {
 				t.Fatalf("keys %v, want %v", v.keys, wantKeys)
 			}
