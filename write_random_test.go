@@ -21,6 +21,7 @@ import (
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/fsview"
 	"github.com/gobtrfs/btrfs/mkfs"
 	"golang.org/x/sys/unix"
@@ -640,6 +641,9 @@ type randomImage struct {
 	// ours formats with our mkfs (its defaults: mkfs.btrfs 6.19's, with
 	// the block-group tree, which mkfs.btrfs 6.2 cannot make) instead.
 	ours bool
+	// incompat must be set and noIncompat clear in the superblock, so
+	// the variant tests the form it is named after.
+	incompat, noIncompat uint64
 }
 
 var randomImages = []randomImage{
@@ -651,6 +655,12 @@ var randomImages = []randomImage{
 	{name: "raid1-2dev", mkfs: btrfstest.MkfsOptions{NumDevices: 2, MetadataProfile: "raid1", DataProfile: "raid1"}},
 	{name: "kernel-populated-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096}, populate: true},
 	{name: "block-group-tree-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096}, populate: true},
+	// Tree blocks as EXTENT_ITEMs with a tree block info (no skinny
+	// metadata), and data and metadata sharing DATA|METADATA groups.
+	{name: "no-skinny-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "^skinny-metadata"}, populate: true,
+		noIncompat: disk.IncompatSkinnyMetadata},
+	{name: "mixed-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Extra: []string{"--mixed"}}, populate: true,
+		incompat: disk.IncompatMixedGroups},
 }
 
 // TestRandomWrite runs random operation sequences on every image kind:
@@ -691,6 +701,9 @@ func runRandomImage(t *testing.T, im randomImage) {
 		m = populateImage(t, devs, nodesize, int64(seed))
 	}
 	fsys := openWritable(t, devs)
+	if f := fsview.Of(fsys).Superblock().IncompatFlags; f&im.incompat != im.incompat || f&im.noIncompat != 0 {
+		t.Fatalf("incompat flags %#x: want %#x set and %#x clear", f, im.incompat, im.noIncompat)
+	}
 	ru := newRunner(t, fsys, m, seed)
 	ru.checkNewer = im.ours
 	for range commits {
