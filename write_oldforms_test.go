@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -70,13 +71,66 @@ func treeBlockForms(t *testing.T, fsys *btrfs.FS) (skinny, full int) {
 	return skinny, full
 }
 
+// oldFormMaker is a mkfs.btrfs the old-form tests make their images with:
+// the installed one (6.2), and btrfs-progs 6.19's when
+// btrfstest.ProgsDirEnv names it (with the block-group tree, its default,
+// and checked by its own btrfs check too: 6.19's check flags every image
+// 6.2 makes, so it runs on 6.19's images only).
+type oldFormMaker struct {
+	name  string
+	newer bool
+}
+
+func oldFormMakers() []oldFormMaker {
+	out := []oldFormMaker{{name: "progs-6.2"}}
+	if btrfstest.ProgsDir() != "" {
+		out = append(out, oldFormMaker{name: "progs-6.19", newer: true})
+	}
+	return out
+}
+
+// mkfs makes an image of size bytes with args.
+func (m oldFormMaker) mkfs(t *testing.T, size int64, args ...string) string {
+	t.Helper()
+	if !m.newer {
+		return btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: size, Extra: args})
+	}
+	img := filepath.Join(t.TempDir(), "newer.img")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(btrfstest.ProgsDir(), "mkfs.btrfs"), append(append([]string{"-q"}, args...), img)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, out)
+	}
+	return img
+}
+
+// check runs btrfs check with data checksums (and 6.19's for its images).
+func (m oldFormMaker) check(t *testing.T, img string) {
+	t.Helper()
+	btrfstest.Check(t, []string{img}, true)
+	if m.newer {
+		btrfstest.CheckNewer(t, img, true)
+	}
+}
+
 // TestNoSkinnyForm writes to an image made with mkfs.btrfs -O
 // ^skinny-metadata and finds every tree block recorded in that form:
 // EXTENT_ITEMs whose tree block info carries the block's level, never a
 // METADATA_ITEM; btrfs check is clean, and the kernel reads the files.
 func TestNoSkinnyForm(t *testing.T) {
 	btrfstest.RequireInterop(t)
-	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20, NodeSize: 4096, Features: "^skinny-metadata"})
+	for _, mk := range oldFormMakers() {
+		t.Run(mk.name, func(t *testing.T) { testNoSkinnyForm(t, mk) })
+	}
+}
+
+func testNoSkinnyForm(t *testing.T, mk oldFormMaker) {
+	img := mk.mkfs(t, 128<<20, "-n", "4096", "-O", "^skinny-metadata")
 	fsys := openWritable(t, []string{img})
 	if fsview.Of(fsys).Superblock().IncompatFlags&disk.IncompatSkinnyMetadata != 0 {
 		t.Fatal("mkfs.btrfs -O ^skinny-metadata made a skinny filesystem")
@@ -105,7 +159,7 @@ func TestNoSkinnyForm(t *testing.T) {
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
-	btrfstest.Check(t, []string{img}, true)
+	mk.check(t, img)
 	dir := btrfstest.Mount(t, "ro", img)
 	for name, data := range want {
 		got, err := os.ReadFile(filepath.Join(dir, name))
@@ -124,7 +178,13 @@ func TestNoSkinnyForm(t *testing.T) {
 // writes more on the result.
 func TestMixedChunkAlloc(t *testing.T) {
 	btrfstest.RequireInterop(t)
-	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 64 << 20, Extra: []string{"--mixed"}})
+	for _, mk := range oldFormMakers() {
+		t.Run(mk.name, func(t *testing.T) { testMixedChunkAlloc(t, mk) })
+	}
+}
+
+func testMixedChunkAlloc(t *testing.T, mk oldFormMaker) {
+	img := mk.mkfs(t, 64<<20, "--mixed")
 	devs := []string{img}
 	fsys := openWritable(t, devs)
 	if fsview.Of(fsys).Superblock().IncompatFlags&disk.IncompatMixedGroups == 0 {
@@ -218,7 +278,7 @@ func TestMixedChunkAlloc(t *testing.T) {
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
-	btrfstest.Check(t, devs, true)
+	mk.check(t, img)
 	dir := btrfstest.Mount(t, "", img)
 	for name, data := range want {
 		got, err := os.ReadFile(filepath.Join(dir, name))
@@ -230,5 +290,5 @@ func TestMixedChunkAlloc(t *testing.T) {
 		t.Errorf("kernel writes after ours: %v", err)
 	}
 	btrfstest.Unmount(t, dir)
-	btrfstest.Check(t, devs, true)
+	mk.check(t, img)
 }
