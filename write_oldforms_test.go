@@ -292,3 +292,73 @@ func testMixedChunkAlloc(t *testing.T, mk oldFormMaker) {
 	btrfstest.Unmount(t, dir)
 	mk.check(t, img)
 }
+
+// TestConvertedSkinnyForm changes a filesystem that holds both forms: made
+// without skinny metadata, filled by the kernel, then converted with
+// btrfstune -x, which sets SKINNY_METADATA and leaves the old blocks'
+// EXTENT_ITEMs. We free old blocks (removing the kernel's files) and
+// record ours as METADATA_ITEMs; check is clean, the kernel reads the
+// result and writes more.
+func TestConvertedSkinnyForm(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20, NodeSize: 4096, Features: "^skinny-metadata"})
+	seed := testSeed(t)
+	dir := btrfstest.Mount(t, "", img)
+	btrfstest.PopulateFiles(t, dir, int64(seed))
+	btrfstest.PopulateBigDir(t, dir, int64(seed), 400)
+	btrfstest.Unmount(t, dir)
+	if out, err := exec.Command("btrfstune", "-x", img).CombinedOutput(); err != nil {
+		t.Fatalf("btrfstune -x: %v\n%s", err, out)
+	}
+	fsys := openWritable(t, []string{img})
+	if fsview.Of(fsys).Superblock().IncompatFlags&disk.IncompatSkinnyMetadata == 0 {
+		t.Fatal("btrfstune -x left the filesystem without skinny metadata")
+	}
+	skinny0, full0 := treeBlockForms(t, fsys)
+	if full0 == 0 {
+		t.Fatal("no tree block EXTENT_ITEM before our changes: the image does not hold the old form")
+	}
+	ents, err := fsys.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := fsys.RemoveAll(e.Name()); err != nil {
+			t.Fatalf("remove %s: %v", e.Name(), err)
+		}
+	}
+	want := map[string][]byte{}
+	rng := rand.New(rand.NewPCG(seed, 19))
+	for i := range 200 {
+		name := fmt.Sprintf("n%03d", i)
+		data := bytes.Repeat([]byte{byte(rng.Uint32())}, rng.IntN(20000))
+		if err := fsys.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = data
+	}
+	if err := fsys.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	skinny, full := treeBlockForms(t, fsys)
+	t.Logf("tree block items before: %d METADATA_ITEM, %d EXTENT_ITEM; after: %d, %d", skinny0, full0, skinny, full)
+	if full >= full0 || skinny <= skinny0 {
+		t.Errorf("the old EXTENT_ITEMs were not freed or ours not recorded as METADATA_ITEMs")
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	dir = btrfstest.Mount(t, "", img)
+	for name, data := range want {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("kernel reads %s: %d bytes (err %v), want %d", name, len(got), err, len(data))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel-more"), bytes.Repeat([]byte("k"), 1<<20), 0o644); err != nil {
+		t.Errorf("kernel writes after ours: %v", err)
+	}
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{img}, true)
+}
