@@ -659,6 +659,8 @@ var randomImages = []randomImage{
 	// metadata), and data and metadata sharing DATA|METADATA groups.
 	{name: "no-skinny-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "^skinny-metadata"}, populate: true,
 		noIncompat: disk.IncompatSkinnyMetadata},
+	{name: "no-skinny-ours-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "^skinny-metadata"}, populate: true,
+		noIncompat: disk.IncompatSkinnyMetadata},
 	{name: "mixed-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Extra: []string{"--mixed"}}, populate: true,
 		incompat: disk.IncompatMixedGroups},
 }
@@ -684,7 +686,11 @@ func runRandomImage(t *testing.T, im randomImage) {
 	switch {
 	case im.ours:
 		devs = []string{filepath.Join(t.TempDir(), "ours.img")}
-		if err := mkfs.Format(devs[0], mkfs.Options{Size: btrfstest.DefaultImageSize, NodeSize: im.mkfs.NodeSize}); err != nil {
+		var feats []string
+		if im.mkfs.Features != "" {
+			feats = strings.Split(im.mkfs.Features, ",")
+		}
+		if err := mkfs.Format(devs[0], mkfs.Options{Size: btrfstest.DefaultImageSize, NodeSize: im.mkfs.NodeSize, Features: feats}); err != nil {
 			t.Fatal(err)
 		}
 	case im.mkfs.NumDevices > 1:

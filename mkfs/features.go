@@ -15,7 +15,7 @@ type Feature struct {
 func FeatureList() []Feature {
 	return []Feature{
 		{"extref", "increased hardlink limit per file to 65536 (default)"},
-		{"skinny-metadata", "reduced-size metadata extent refs (default, always on)"},
+		{"skinny-metadata", "reduced-size metadata extent refs (default)"},
 		{"no-holes", "no explicit hole extents for files (default)"},
 		{"fst", "free-space-tree alias"},
 		{"free-space-tree", "free space tree, improved space tracking (space_cache=v2) (default)"},
@@ -64,9 +64,7 @@ func parseFeatures(names []string) (features, []string, error) {
 			case "block-group-tree", "bgt":
 				f.bgt = on
 			case "skinny-metadata":
-				if !on {
-					return f, nil, fmt.Errorf("%w: feature %q (tree blocks are always skinny)", ErrUnsupported, one)
-				}
+				f.skinny = on
 			default:
 				if offOnly[name] && !on {
 					continue

@@ -137,7 +137,6 @@ func TestOptionErrors(t *testing.T) {
 		{MetadataProfile: "raid1"},
 		{DataProfile: "raid5"},
 		{Features: []string{"mixed-bg"}},
-		{Features: []string{"^skinny-metadata"}},
 		{NodeSize: 2048},
 		{NodeSize: 12288},
 		{SectorSize: 4096, NodeSize: 131072},

@@ -28,6 +28,8 @@ var interopSets = []struct {
 	{"blake2-alldup-10G", 10 << 30, Options{Csum: btrfs.CsumBlake2, DataProfile: "dup", Label: "gobtrfs"}},
 	{"single-single-256M", 256 << 20, Options{MetadataProfile: "single", DataProfile: "single"}},
 	{"nofst-noholes-noextref-256M", 256 << 20, Options{Features: []string{"^free-space-tree", "^no-holes,^extref"}}},
+	{"noskinny-n4k-256M", 256 << 20, Options{NodeSize: 4096, Features: []string{"^skinny-metadata"}}},
+	{"noskinny-single-128M", 128 << 20, Options{MetadataProfile: "single", Features: []string{"^skinny-metadata"}}},
 }
 
 // TestKernelMountsFresh formats images, has btrfs check and the kernel
