@@ -663,6 +663,8 @@ var randomImages = []randomImage{
 		noIncompat: disk.IncompatSkinnyMetadata},
 	{name: "mixed-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Extra: []string{"--mixed"}}, populate: true,
 		incompat: disk.IncompatMixedGroups},
+	{name: "mixed-ours-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "mixed-bg"}, populate: true,
+		incompat: disk.IncompatMixedGroups},
 }
 
 // TestRandomWrite runs random operation sequences on every image kind:

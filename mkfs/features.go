@@ -21,6 +21,7 @@ func FeatureList() []Feature {
 		{"free-space-tree", "free space tree, improved space tracking (space_cache=v2) (default)"},
 		{"bgt", "block-group-tree alias"},
 		{"block-group-tree", "block group tree, more efficient block group tracking to reduce mount time (default)"},
+		{"mixed-bg", "mixed data and metadata block groups"},
 	}
 }
 
@@ -28,7 +29,7 @@ func FeatureList() []Feature {
 // them is an error, turning them off ("^name") is what Format does
 // anyway.
 var offOnly = map[string]bool{
-	"mixed-bg": true, "quota": true, "squota": true,
+	"quota": true, "squota": true,
 	"raid56": true, "raid1c34": true, "zoned": true, "extent-tree-v2": true, "raid-stripe-tree": true,
 }
 
@@ -65,6 +66,8 @@ func parseFeatures(names []string) (features, []string, error) {
 				f.bgt = on
 			case "skinny-metadata":
 				f.skinny = on
+			case "mixed-bg":
+				f.mixed = on
 			default:
 				if offOnly[name] && !on {
 					continue
