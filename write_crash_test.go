@@ -66,6 +66,10 @@ var crashConfigs = []crashConfig{
 	{name: "16k-crc32c-dupmeta-zstd", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, MetadataProfile: "dup"}, opts: btrfs.Options{Compress: "zstd"}},
 	// The block group items in tree 11.
 	{name: "block-group-tree", mkfs: btrfstest.MkfsOptions{Size: 128 << 20}, ours: true},
+	// Tree blocks as EXTENT_ITEMs with a tree block info.
+	{name: "no-skinny", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, Features: "^skinny-metadata"}},
+	// Data and metadata in DATA|METADATA groups (4 KiB nodes).
+	{name: "mixed", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, Extra: []string{"--mixed"}}},
 }
 
 // TestCrashDuringDataOps runs random file-data operations in one

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/fsview"
 	"github.com/gobtrfs/btrfs/mkfs"
 	"golang.org/x/sys/unix"
@@ -643,6 +644,9 @@ type randomImage struct {
 	// v1 makes the image with the v1 space cache (makeV1Image), which
 	// the first commit converts to the free-space tree.
 	v1 bool
+	// incompat must be set and noIncompat clear in the superblock, so
+	// the variant tests the form it is named after.
+	incompat, noIncompat uint64
 }
 
 var randomImages = []randomImage{
@@ -655,6 +659,18 @@ var randomImages = []randomImage{
 	{name: "kernel-populated-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096}, populate: true},
 	{name: "block-group-tree-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096}, populate: true},
 	{name: "v1-space-cache", v1: true, populate: true},
+	// Tree blocks as EXTENT_ITEMs with a tree block info (no skinny
+	// metadata), and data and metadata sharing DATA|METADATA groups.
+	{name: "no-skinny-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "^skinny-metadata"}, populate: true,
+		noIncompat: disk.IncompatSkinnyMetadata},
+	{name: "mixed-4K", mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Extra: []string{"--mixed"}}, populate: true,
+		incompat: disk.IncompatMixedGroups},
+	// The same made by our mkfs (with the block-group tree, so
+	// btrfs-progs 6.19's check runs too); the kernel fills the 6.2 ones.
+	{name: "no-skinny-ours-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "^skinny-metadata"},
+		noIncompat: disk.IncompatSkinnyMetadata},
+	{name: "mixed-ours-4K", ours: true, mkfs: btrfstest.MkfsOptions{NodeSize: 4096, Features: "mixed-bg"},
+		incompat: disk.IncompatMixedGroups},
 }
 
 // TestRandomWrite runs random operation sequences on every image kind:
@@ -681,7 +697,11 @@ func runRandomImage(t *testing.T, im randomImage) {
 		devs = []string{img}
 	case im.ours:
 		devs = []string{filepath.Join(t.TempDir(), "ours.img")}
-		if err := mkfs.Format(devs[0], mkfs.Options{Size: btrfstest.DefaultImageSize, NodeSize: im.mkfs.NodeSize}); err != nil {
+		var feats []string
+		if im.mkfs.Features != "" {
+			feats = strings.Split(im.mkfs.Features, ",")
+		}
+		if err := mkfs.Format(devs[0], mkfs.Options{Size: btrfstest.DefaultImageSize, NodeSize: im.mkfs.NodeSize, Features: feats}); err != nil {
 			t.Fatal(err)
 		}
 	case im.mkfs.NumDevices > 1:
@@ -701,6 +721,9 @@ func runRandomImage(t *testing.T, im randomImage) {
 		m = populateImage(t, devs, nodesize, int64(seed))
 	}
 	fsys := openWritable(t, devs)
+	if f := fsview.Of(fsys).Superblock().IncompatFlags; f&im.incompat != im.incompat || f&im.noIncompat != 0 {
+		t.Fatalf("incompat flags %#x: want %#x set and %#x clear", f, im.incompat, im.noIncompat)
+	}
 	ru := newRunner(t, fsys, m, seed)
 	ru.checkNewer = im.ours || im.v1 // a v1 image gets its free-space tree from us
 	for range commits {

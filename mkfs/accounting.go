@@ -57,19 +57,88 @@ func (b *builder) blockGroupItems() []item {
 }
 
 // extentItems are the block groups (unless the block-group tree holds
-// them) and one skinny METADATA_ITEM per tree block, referenced once by
-// its owner.
-func (b *builder) extentItems() []item {
+// them) and one extent item per tree block, referenced once by its owner:
+// a skinny METADATA_ITEM, or without skinny metadata an EXTENT_ITEM with
+// a tree block info naming the block's level and first key. all holds the
+// items of the other trees, for those keys.
+func (b *builder) extentItems(all map[disk.ObjectID][]item) []item {
 	var out []item
 	if !b.c.feat.bgt {
 		out = b.blockGroupItems()
 	}
+	var own *disk.ExtentItem // the extent tree's block, whose first key is known last
 	for _, tb := range b.blocks() {
-		out = append(out, item{key(disk.ObjectID(tb.addr), disk.MetadataItemKey, uint64(tb.level)), &disk.ExtentItem{
-			Refs: 1, Generation: b.treeGen(tb.owner), Flags: disk.ExtentFlagTreeBlock,
-			InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(tb.owner)}}}})
+		it := &disk.ExtentItem{Refs: 1, Generation: b.treeGen(tb.owner), Flags: disk.ExtentFlagTreeBlock,
+			InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(tb.owner)}}}
+		k := key(disk.ObjectID(tb.addr), disk.MetadataItemKey, uint64(tb.level))
+		if !b.c.feat.skinny {
+			k.Type, k.Offset = disk.ExtentItemKey, uint64(b.c.nodeSize)
+			it.TreeBlock = &disk.TreeBlockInfo{Key: b.blockKey(tb, all), Level: uint8(tb.level)}
+			if tb.owner == disk.ExtentTreeObjectID {
+				own = it
+			}
+		}
+		out = append(out, item{k, it})
+	}
+	if own != nil {
+		if k, ok := b.bootstrapKey(disk.ExtentTreeObjectID); ok {
+			own.TreeBlock.Key = k
+		} else {
+			own.TreeBlock.Key = firstKey(out)
+		}
 	}
 	return out
+}
+
+// bootstrapKey is the first key progs 6.2 gave the block of tree id when
+// it allocated it while only its bootstrap chunks existed, if that key is
+// now stale: with DUP metadata the bootstrap SYSTEM chunk at 1 MiB is
+// gone, but the dev, free-space and extent trees' infos still name its
+// items.
+func (b *builder) bootstrapKey(id disk.ObjectID) (disk.Key, bool) {
+	if !b.c.metaDUP {
+		return disk.Key{}, false
+	}
+	switch {
+	case id == disk.DevTreeObjectID:
+		return key(1, disk.DevExtentKey, sysSingleStart), true
+	case id == disk.FreeSpaceTreeObjectID:
+		return key(sysSingleStart, disk.FreeSpaceInfoKey, sysSingleSize), true
+	case id == disk.ExtentTreeObjectID && !b.c.feat.bgt:
+		return key(sysSingleStart, disk.BlockGroupItemKey, sysSingleSize), true
+	}
+	return disk.Key{}, false
+}
+
+// blockKey is the key the tree block info of tb records: the first key of
+// its block as progs 6.2 records it, which is the key the block had when
+// progs allocated it. progs makes the data-reloc and UUID trees empty and
+// fills them afterwards, so theirs is the zero key.
+func (b *builder) blockKey(tb treeBlock, all map[disk.ObjectID][]item) disk.Key {
+	switch tb.owner {
+	case disk.DataRelocTreeObjectID, disk.UUIDTreeObjectID:
+		return disk.Key{}
+	case disk.RootTreeObjectID:
+		return b.rootKeys[tb.addr]
+	}
+	if k, ok := b.bootstrapKey(tb.owner); ok {
+		return k
+	}
+	return firstKey(all[tb.owner])
+}
+
+// firstKey is the smallest key of items, the zero key if there are none.
+func firstKey(items []item) disk.Key {
+	if len(items) == 0 {
+		return disk.Key{}
+	}
+	k := items[0].key
+	for _, it := range items[1:] {
+		if it.key.Less(k) {
+			k = it.key
+		}
+	}
+	return k
 }
 
 // fstItems describe, for every block group, the gaps between its tree

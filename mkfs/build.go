@@ -56,13 +56,16 @@ type builder struct {
 	// level of each (planRootTree).
 	extra  []disk.LogicalAddr
 	levels map[disk.LogicalAddr]int
-	s      *store
-	roots  map[disk.ObjectID]ctree.Root
+	// rootKeys is the first key of each root tree block (planRootTree).
+	rootKeys map[disk.LogicalAddr]disk.Key
+	s        *store
+	roots    map[disk.ObjectID]ctree.Root
 }
 
 // build creates every tree and returns the store holding their blocks.
 func build(c *config, l *layout) (*builder, error) {
-	b := &builder{c: c, l: l, addrs: l.blockAddrs(c), levels: map[disk.LogicalAddr]int{}, roots: map[disk.ObjectID]ctree.Root{}}
+	b := &builder{c: c, l: l, addrs: l.blockAddrs(c), levels: map[disk.LogicalAddr]int{},
+		rootKeys: map[disk.LogicalAddr]disk.Key{}, roots: map[disk.ObjectID]ctree.Root{}}
 	if err := b.planRootTree(); err != nil {
 		return nil, err
 	}
@@ -77,7 +80,6 @@ func build(c *config, l *layout) (*builder, error) {
 		disk.UUIDTreeObjectID:      {{disk.UUIDKey(c.fsUUID, disk.UUIDKeySubvol), &disk.UUIDItem{disk.FSTreeObjectID}}},
 		disk.ChunkTreeObjectID:     b.chunkItems(),
 		disk.DevTreeObjectID:       b.devItems(),
-		disk.ExtentTreeObjectID:    b.extentItems(),
 		// Every root is planned, so the root tree's ROOT_ITEMs can be
 		// made before the trees they describe are written.
 		disk.RootTreeObjectID: b.rootTreeItems(),
@@ -88,6 +90,9 @@ func build(c *config, l *layout) (*builder, error) {
 	if c.feat.bgt {
 		all[disk.BlockGroupTreeObjectID] = b.blockGroupItems()
 	}
+	// Last: without skinny metadata its items name the first key of
+	// every other tree's block.
+	all[disk.ExtentTreeObjectID] = b.extentItems(all)
 	for _, gen := range []disk.Generation{genEarly, genFinal} {
 		var order []disk.ObjectID
 		for _, id := range append([]disk.ObjectID{disk.ChunkTreeObjectID}, treeOrder...) {
@@ -184,11 +189,13 @@ func (b *builder) planRootTree() error {
 		if lv < 0 {
 			return fmt.Errorf("mkfs: plan the root tree: block %d freed while building", n)
 		}
+		first, _ := tx.FirstKey(a)
 		if n > 0 {
 			b.extra = append(b.extra, next)
 			a, next = next, next+disk.LogicalAddr(b.c.nodeSize)
 		}
 		b.levels[a] = lv
+		b.rootKeys[a] = first
 	}
 	return nil
 }

@@ -15,12 +15,13 @@ type Feature struct {
 func FeatureList() []Feature {
 	return []Feature{
 		{"extref", "increased hardlink limit per file to 65536 (default)"},
-		{"skinny-metadata", "reduced-size metadata extent refs (default, always on)"},
+		{"skinny-metadata", "reduced-size metadata extent refs (default)"},
 		{"no-holes", "no explicit hole extents for files (default)"},
 		{"fst", "free-space-tree alias"},
 		{"free-space-tree", "free space tree, improved space tracking (space_cache=v2) (default)"},
 		{"bgt", "block-group-tree alias"},
 		{"block-group-tree", "block group tree, more efficient block group tracking to reduce mount time (default)"},
+		{"mixed-bg", "mixed data and metadata block groups"},
 	}
 }
 
@@ -28,7 +29,7 @@ func FeatureList() []Feature {
 // them is an error, turning them off ("^name") is what Format does
 // anyway.
 var offOnly = map[string]bool{
-	"mixed-bg": true, "quota": true, "squota": true,
+	"quota": true, "squota": true,
 	"raid56": true, "raid1c34": true, "zoned": true, "extent-tree-v2": true, "raid-stripe-tree": true,
 }
 
@@ -64,9 +65,9 @@ func parseFeatures(names []string) (features, []string, error) {
 			case "block-group-tree", "bgt":
 				f.bgt = on
 			case "skinny-metadata":
-				if !on {
-					return f, nil, fmt.Errorf("%w: feature %q (tree blocks are always skinny)", ErrUnsupported, one)
-				}
+				f.skinny = on
+			case "mixed-bg":
+				f.mixed = on
 			default:
 				if offOnly[name] && !on {
 					continue

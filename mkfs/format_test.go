@@ -136,8 +136,8 @@ func TestOptionErrors(t *testing.T) {
 	bad := []Options{
 		{MetadataProfile: "raid1"},
 		{DataProfile: "raid5"},
-		{Features: []string{"mixed-bg"}},
-		{Features: []string{"^skinny-metadata"}},
+		{Features: []string{"mixed-bg"}, NodeSize: 16384},
+		{Features: []string{"mixed-bg"}, MetadataProfile: "dup"},
 		{NodeSize: 2048},
 		{NodeSize: 12288},
 		{SectorSize: 4096, NodeSize: 131072},

@@ -28,6 +28,9 @@ var interopSets = []struct {
 	{"blake2-alldup-10G", 10 << 30, Options{Csum: btrfs.CsumBlake2, DataProfile: "dup", Label: "gobtrfs"}},
 	{"single-single-256M", 256 << 20, Options{MetadataProfile: "single", DataProfile: "single"}},
 	{"nofst-noholes-noextref-256M", 256 << 20, Options{Features: []string{"^free-space-tree", "^no-holes,^extref"}}},
+	{"noskinny-n4k-256M", 256 << 20, Options{NodeSize: 4096, Features: []string{"^skinny-metadata"}}},
+	{"noskinny-single-128M", 128 << 20, Options{MetadataProfile: "single", Features: []string{"^skinny-metadata"}}},
+	{"mixed-n4k-128M", 128 << 20, Options{NodeSize: 4096, Features: []string{"mixed-bg"}}},
 }
 
 // TestKernelMountsFresh formats images, has btrfs check and the kernel
@@ -93,6 +96,8 @@ func TestDumpTreeMatchesMkfs(t *testing.T) {
 				case "":
 				case "^free-space-tree": // a runtime feature (-R) for progs 6.2
 					mo.Extra, noFST = append(mo.Extra, "-R", f), true
+				case "mixed-bg": // progs' -O mixed-bg keeps DUP metadata; --mixed is the mixed default
+					mo.Extra = append(mo.Extra, "--mixed")
 				default:
 					feats = append(feats, f)
 				}

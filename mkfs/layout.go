@@ -79,7 +79,11 @@ func planLayout(c *config) (*layout, error) {
 		l.meta = mk(disk.BlockGroupMetadata, metaSingleStart, metaSingleSize, metaSingleStart)
 		l.sys.item.IOAlign, l.sys.item.IOWidth, l.sys.item.SubStripes = uint32(c.sectorSize), uint32(c.sectorSize), 0
 	}
-	if !c.dataDUP {
+	if c.feat.mixed {
+		// One DATA|METADATA chunk where progs' bootstrap METADATA
+		// chunk lies, and no DATA chunk (mkfs.btrfs 6.2 --mixed).
+		l.meta.item.Type |= disk.BlockGroupData
+	} else if !c.dataDUP {
 		l.data = mk(disk.BlockGroupData, dataSingleStart, dataSingleSize, dataSingleStart)
 	}
 	if c.metaDUP {
@@ -97,10 +101,14 @@ func planLayout(c *config) (*layout, error) {
 	if c.metaDUP || c.dataDUP {
 		end = max(end, phys)
 	}
+	l.list = []*plannedChunk{l.sys, l.meta, l.data}
+	if c.feat.mixed {
+		end = metaSingleStart + metaSingleSize
+		l.list = []*plannedChunk{l.sys, l.meta}
+	}
 	if end > c.size {
 		return nil, fmt.Errorf("mkfs: device of %d bytes too small: the chunks need %d", c.size, end)
 	}
-	l.list = []*plannedChunk{l.sys, l.meta, l.data}
 	sortChunks(l.list)
 	if err := l.checkSupers(c, nil); err != nil {
 		return nil, err
@@ -167,6 +175,12 @@ var (
 		disk.DevTreeObjectID, disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID, disk.CsumTreeObjectID,
 		disk.DataRelocTreeObjectID, disk.UUIDTreeObjectID,
 	}
+	// treeOrderMixed is progs 6.2's order in its DATA|METADATA chunk.
+	treeOrderMixed = []disk.ObjectID{
+		disk.RootTreeObjectID, disk.FSTreeObjectID, disk.ExtentTreeObjectID,
+		disk.DevTreeObjectID, disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID, disk.CsumTreeObjectID,
+		disk.DataRelocTreeObjectID, disk.UUIDTreeObjectID,
+	}
 	treeOrderSingleDUP = []disk.ObjectID{
 		disk.ExtentTreeObjectID, disk.FSTreeObjectID, disk.DevTreeObjectID,
 		disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID, disk.RootTreeObjectID, disk.CsumTreeObjectID,
@@ -176,11 +190,15 @@ var (
 
 // blockAddrs assigns every tree its one block.
 func (l *layout) blockAddrs(c *config) map[disk.ObjectID]disk.LogicalAddr {
-	// progs keeps the chunk root in the second block of the SYSTEM chunk.
+	// progs keeps the chunk root in the second block of the SYSTEM chunk
+	// (the first with mixed groups).
 	m := map[disk.ObjectID]disk.LogicalAddr{disk.ChunkTreeObjectID: l.sys.logical + disk.LogicalAddr(c.nodeSize)}
 	next := l.meta.logical
 	order := treeOrder
 	switch {
+	case c.feat.mixed:
+		m[disk.ChunkTreeObjectID] = l.sys.logical
+		order = treeOrderMixed
 	case !c.metaDUP && c.dataDUP:
 		order = treeOrderSingleDUP
 	case !c.metaDUP:

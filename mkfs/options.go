@@ -75,6 +75,8 @@ type features struct {
 	extref, skinny, noHoles, fst bool
 	// bgt keeps the BLOCK_GROUP_ITEMs in the block-group tree (11).
 	bgt bool
+	// mixed puts data and metadata in one DATA|METADATA chunk.
+	mixed bool
 }
 
 func (f features) incompat() uint64 {
@@ -87,6 +89,9 @@ func (f features) incompat() uint64 {
 	}
 	if f.noHoles {
 		v |= disk.IncompatNoHoles
+	}
+	if f.mixed {
+		v |= disk.IncompatMixedGroups
 	}
 	return v
 }
@@ -132,22 +137,33 @@ func resolve(opts Options, devSize int64) (*config, error) {
 	if !pow2(c.sectorSize) || c.sectorSize < 4096 || c.sectorSize > 65536 {
 		return nil, fmt.Errorf("%w: sector size %d", ErrUnsupported, c.sectorSize)
 	}
+	var err error
+	if c.feat, _, err = parseFeatures(opts.Features); err != nil {
+		return nil, err
+	}
 	c.nodeSize = opts.NodeSize
 	if c.nodeSize == 0 {
 		c.nodeSize = max(DefaultNodeSize, c.sectorSize)
+		if c.feat.mixed {
+			c.nodeSize = c.sectorSize // data and tree blocks share groups: one size
+		}
 	}
 	if !pow2(c.nodeSize) || c.nodeSize < c.sectorSize || c.nodeSize > 65536 {
 		return nil, fmt.Errorf("%w: node size %d with sector size %d", ErrUnsupported, c.nodeSize, c.sectorSize)
 	}
-	var err error
-	if c.metaDUP, err = profile(opts.MetadataProfile, true); err != nil {
+	if c.feat.mixed && c.nodeSize != c.sectorSize {
+		return nil, fmt.Errorf("%w: node size %d with mixed block groups (must equal the sector size %d)",
+			ErrUnsupported, c.nodeSize, c.sectorSize)
+	}
+	// Mixed groups default to SINGLE for both, as in progs.
+	if c.metaDUP, err = profile(opts.MetadataProfile, !c.feat.mixed); err != nil {
 		return nil, err
 	}
 	if c.dataDUP, err = profile(opts.DataProfile, false); err != nil {
 		return nil, err
 	}
-	if c.feat, _, err = parseFeatures(opts.Features); err != nil {
-		return nil, err
+	if c.feat.mixed && (c.metaDUP || c.dataDUP) {
+		return nil, fmt.Errorf("%w: mixed block groups with DUP (only single)", ErrUnsupported)
 	}
 	size := opts.Size
 	if size == 0 {

@@ -112,7 +112,7 @@ anything is written when the input can be read twice (not for --tar -).`,
 	f.BoolVarP(&fl.force, "force", "f", false, "overwrite an existing filesystem or partition table")
 	f.StringVar(&fl.deviceUUID, "device-uuid", "", "the device UUID (sub-uuid)")
 	f.BoolVarP(&fl.nodiscard, "nodiscard", "K", false, "do not TRIM the device (gobtrfs never does)")
-	f.BoolVarP(&fl.mixed, "mixed", "M", false, "mixed data and metadata block groups (not supported)")
+	f.BoolVarP(&fl.mixed, "mixed", "M", false, "mixed data and metadata block groups (node size = sector size, single profile)")
 	f.CountVarP(&fl.verbose, "verbose", "v", "more messages (accepted for mkfs.btrfs compatibility)")
 	f.BoolVarP(&fl.version, "version", "V", false, "print the version and exit")
 	_ = f.MarkHidden("size")

@@ -95,7 +95,7 @@ func (fl *mkfsFlags) progsOptions(o *mkfs.BuildOptions) error {
 	fo := &o.Format
 	fo.Features = append(append([]string(nil), fl.features...), fl.runtimeFeatures...)
 	if fl.mixed {
-		return fmt.Errorf("-M/--mixed: mixed block groups: %w", mkfs.ErrUnsupported)
+		fo.Features = append(fo.Features, "mixed-bg")
 	}
 	if fl.deviceUUID != "" {
 		u, err := btrfs.ParseUUID(fl.deviceUUID)

@@ -85,7 +85,7 @@ func TestMkfsFailures(t *testing.T) {
 	}{
 		{[]string{"--rootdir", t.TempDir(), "--subvol", "home"}, "no such directory"},
 		{[]string{"--rootdir", t.TempDir(), "--inode-flags", "nodatacow:nothere"}, "nothere"},
-		{[]string{"-M"}, "mixed"},
+		{[]string{"-M", "-n", "16384"}, "mixed"},
 		{[]string{"-O", "quota"}, "quota"},
 		{[]string{"-m", "raid1"}, "raid1"},
 		{[]string{"--rootdir", filepath.Join(dir, "missing")}, "missing"},

@@ -59,6 +59,23 @@ func (tx *Trans) DirtyBlocks() int {
 	return len(tx.dirty)
 }
 
+// FirstKey returns the first key of the block at addr as this transaction
+// holds it (the zero key for an empty block); ok is false when the
+// transaction holds no block there. Non-skinny extent items record it in
+// their tree block info. Preconditions: no tree operation writes the
+// block concurrently.
+func (tx *Trans) FirstKey(addr disk.LogicalAddr) (k disk.Key, ok bool) {
+	tx.mu.Lock()
+	b := tx.blocks[addr]
+	tx.mu.Unlock()
+	if b == nil {
+		return disk.Key{}, false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.firstKey(), true
+}
+
 // WriteDirty writes out every dirty block, in address order: it sets the
 // header's WRITTEN flag and hands the block to the store, which computes
 // the checksum. Afterwards those blocks are no longer private: changing one

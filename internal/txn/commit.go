@@ -380,26 +380,33 @@ func (t *Txn) settleExtents() error {
 				continue // freed or recorded meanwhile
 			}
 			t.recorded[a] = true
-			if err := et.InsertItem(t.tx, metadataKey(a, info.level), t.metadataItem(info.owner)); err != nil {
+			key, item := t.treeBlockItem(a, info)
+			if err := et.InsertItem(t.tx, key, item); err != nil {
 				return fmt.Errorf("insert extent item of block %d: %w", a, err)
 			}
 		}
 	}
 }
 
-// metadataKey is the skinny extent key of a tree block.
-func metadataKey(a disk.LogicalAddr, level int) disk.Key {
-	return disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: uint64(level)}
-}
-
-// metadataItem is the METADATA_ITEM payload of a block made in this
-// transaction: one reference, from its owner tree.
-func (t *Txn) metadataItem(owner disk.ObjectID) []byte {
+// treeBlockItem is the extent item of a tree block made in this
+// transaction, in the form the filesystem uses: one reference, from its
+// owner tree. With skinny metadata it is a METADATA_ITEM keyed by level;
+// without, an EXTENT_ITEM keyed by the node size whose tree block info
+// holds the level and the block's first key (the kernel records the key
+// the block had when it was allocated; nothing reads it back but
+// dump-tree, so the key it has now serves as well).
+func (t *Txn) treeBlockItem(a disk.LogicalAddr, info blockInfo) (disk.Key, []byte) {
 	it := disk.ExtentItem{Refs: 1, Generation: t.gen, Flags: disk.ExtentFlagTreeBlock,
-		InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(owner)}}}
+		InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(info.owner)}}}
+	key := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: uint64(info.level)}
+	if t.fs.sb.IncompatFlags&disk.IncompatSkinnyMetadata == 0 {
+		first, _ := t.tx.FirstKey(a)
+		it.TreeBlock = &disk.TreeBlockInfo{Key: first, Level: uint8(info.level)}
+		key.Type, key.Offset = disk.ExtentItemKey, uint64(t.fs.sb.NodeSize)
+	}
 	b := make([]byte, it.Size())
 	it.Encode(b)
-	return b
+	return key, b
 }
 
 // deleteExtent removes the extent item of the tree block at a. Only blocks

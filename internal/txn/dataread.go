@@ -39,10 +39,60 @@ func (t *Txn) SetIncompat(flags uint64) {
 // keeps). The filesystem layer checks a change against it before it
 // changes anything, so that a request that cannot fit is a plain ENOSPC
 // instead of an abort half way through (the kernel reserves space up
-// front for the same reason).
+// front for the same reason). With mixed block groups, where tree blocks
+// take the same bytes, it holds back what mixedReserve says.
 func (t *Txn) DataAvailable() (uint64, error) {
+	pending := t.pendingItemBytes()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n, err := t.dataAvailableLocked()
+	if err != nil {
+		return 0, err
+	}
+	for _, g := range t.fs.space.Groups() {
+		if g.Flags&disk.BlockGroupData != 0 && g.Flags&disk.BlockGroupMetadata != 0 {
+			return n - min(n, t.mixedReserve(pending+uint64(len(t.live))*treeBlockItemBytes)), nil
+		}
+	}
+	return n, nil
+}
+
+// Leaf bytes (item header included, rounded up) of the items Commit adds
+// per tree block made (its extent item), per data extent changed (its
+// extent item and a ref) and per data sector written (its checksum; the
+// size of the checksum is added).
+const (
+	treeBlockItemBytes  = 80
+	dataExtentItemBytes = 120
+)
+
+// pendingItemBytes estimates the leaf bytes the data changes of t add to
+// the extent and checksum trees at Commit.
+func (t *Txn) pendingItemBytes() uint64 {
+	d := &t.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sectors := d.owned.Bytes() / uint64(t.fs.sb.SectorSize)
+	return uint64(len(d.deltas))*dataExtentItemBytes + sectors*uint64(t.fs.sb.CsumType.Size())
+}
+
+// mixedReserve is what a data change on a filesystem with mixed block
+// groups must leave free for tree blocks: a standing reserve, in the
+// spirit of the kernel's global reserve, that metadata-only changes such
+// as removing files may use when data has filled the filesystem (256
+// nodes, at most a sixteenth of the filesystem), plus twice the leaves
+// the items Commit will add take (pending bytes of items; twice for
+// half-full leaves and the paths above them). Metadata-only changes are
+// not checked against it, as on other filesystems.
+func (t *Txn) mixedReserve(pending uint64) uint64 {
+	ns := uint64(t.fs.sb.NodeSize)
+	base := min(256*ns, t.fs.sb.TotalBytes/16)
+	return base + 2*(pending/ns+1)*ns
+}
+
+// dataAvailableLocked is DataAvailable without the mixed reserve, with
+// t.mu held.
+func (t *Txn) dataAvailableLocked() (uint64, error) {
 	var n uint64
 	for _, g := range t.fs.space.Groups() {
 		if g.Flags&disk.BlockGroupData != 0 {

@@ -188,8 +188,6 @@ func supported(sb *disk.Superblock) error {
 	switch {
 	case sb.LogRoot != 0:
 		return fmt.Errorf("%w: log tree present (replay it by mounting first)", ErrUnsupported)
-	case sb.IncompatFlags&disk.IncompatSkinnyMetadata == 0:
-		return fmt.Errorf("%w: no skinny metadata", ErrUnsupported)
 	case sb.IncompatFlags&disk.IncompatExtentTreeV2 != 0:
 		return fmt.Errorf("%w: extent tree v2", ErrUnsupported)
 	case sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0 && sb.CompatROFlags&disk.CompatROFreeSpaceTreeValid == 0:
