@@ -76,6 +76,9 @@ func (t *Txn) Shrink() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("shrink: %w", err)
 	}
+	if g.grown != nil {
+		return 0, fmt.Errorf("shrink: %w: growing and shrinking in one transaction", ErrUnsupported)
+	}
 	if g.shrunk == nil {
 		g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
 			items: map[disk.LogicalAddr]*disk.ChunkItem{}, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes}
@@ -442,7 +445,11 @@ func (t *Txn) shrinkDevItem(dev disk.DevID, freed, total uint64) error {
 // growSuper appends the SYSTEM chunks made in this transaction.
 func (t *Txn) shrinkSuper(sb *disk.Superblock) error {
 	g := t.growthOf()
-	if g == nil || g.shrunk == nil {
+	if g == nil {
+		return nil
+	}
+	t.growSizesSuper(g, sb)
+	if g.shrunk == nil {
 		return nil
 	}
 	s := g.shrunk
@@ -475,6 +482,7 @@ func (t *Txn) shrinkSuper(sb *disk.Superblock) error {
 // superblock dev_item (which writeSupers copies), once nothing can abort
 // the commit; growDevices then adds the new chunks.
 func (t *Txn) shrinkDevices(g *growth) {
+	t.growSizesDevices(g)
 	if g.shrunk == nil {
 		return
 	}

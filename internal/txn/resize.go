@@ -1,0 +1,221 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/chunk"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Grow makes device dev size bytes long, as the kernel's
+// btrfs_grow_device does: the DEV_ITEM's total_bytes (chunk tree), the
+// superblock's total_bytes and the device's own superblock dev_item take
+// the new size at the commit, and the bytes between the old and the new
+// end become unallocated device space at once, so chunks made in this
+// transaction may use them. The device must already be that large (an
+// image file is extended first). Superblock copies at 64 MiB and 256 GiB
+// that are now inside the device are written by the commit (writeSupers
+// writes every copy inside the device), and a chunk made over one keeps it
+// out of its block group (chunk.SuperblockExclusions), as the kernel does.
+//
+// Grow and Shrink (or ShrinkTo) do not mix in one transaction.
+func (t *Txn) Grow(dev disk.DevID, size uint64) error {
+	if t.done {
+		return fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	m := t.fs.set.Members[dev]
+	if m == nil {
+		return fmt.Errorf("grow: no device %d", dev)
+	}
+	old := t.deviceTotal(dev)
+	if size < old {
+		return fmt.Errorf("grow: device %d is %d bytes, more than %d", dev, old, size)
+	}
+	if size > uint64(m.Device.Size()) {
+		return fmt.Errorf("grow: device %d (%s) holds %d bytes, fewer than %d", dev, m.Path, m.Device.Size(), size)
+	}
+	if size == old {
+		return nil
+	}
+	g, err := t.startGrowth()
+	if err != nil {
+		return fmt.Errorf("grow: %w", err)
+	}
+	if g.shrunk != nil {
+		return fmt.Errorf("grow: %w: growing and shrinking in one transaction", ErrUnsupported)
+	}
+	ct, err := t.Tree(disk.ChunkTreeObjectID)
+	if err != nil {
+		return err
+	}
+	k := disk.Key{ObjectID: disk.DevItemsObjectID, Type: disk.DevItemKey, Offset: uint64(dev)}
+	err = ct.UpdateItem(t.tx, k, func(b []byte) error {
+		var d disk.DevItem
+		if err := d.Decode(b); err != nil {
+			return err
+		}
+		if d.TotalBytes != old {
+			return disk.Corruptf("dev item %d: total_bytes %d, the superblock says %d", dev, d.TotalBytes, old)
+		}
+		d.TotalBytes = size
+		d.Encode(b)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("grow: dev item %d: %w", dev, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g.grown == nil {
+		g.grown = map[disk.DevID]uint64{}
+	}
+	g.grown[dev] = size
+	g.free[dev].Insert(max(old, devReserved), size)
+	t.changes++
+	return nil
+}
+
+// deviceTotal is dev's size as this transaction sees it: the committed
+// one, or what Grow made it.
+func (t *Txn) deviceTotal(dev disk.DevID) uint64 {
+	if g := t.growthOf(); g != nil && g.grown[dev] != 0 {
+		return g.grown[dev]
+	}
+	return t.fs.set.Members[dev].Super.DevItem.TotalBytes
+}
+
+// growSizesSuper records Grow's sizes in the commit's superblock sb:
+// total_bytes rises by what the devices grew, and sb's own dev_item
+// takes its device's new size.
+func (t *Txn) growSizesSuper(g *growth, sb *disk.Superblock) {
+	for dev, size := range g.grown {
+		sb.TotalBytes += size - t.fs.set.Members[dev].Super.DevItem.TotalBytes
+		if sb.DevItem.DevID == dev {
+			sb.DevItem.TotalBytes = size
+		}
+	}
+}
+
+// growSizesDevices sets the grown devices' own superblock dev_items
+// (which writeSupers copies) once nothing can abort the commit.
+func (t *Txn) growSizesDevices(g *growth) {
+	for dev, size := range g.grown {
+		t.fs.set.Members[dev].Super.DevItem.TotalBytes = size
+	}
+}
+
+// ErrNeedsRelocation is returned by ShrinkTo when a chunk past the new end
+// holds data or tree blocks that would have to move.
+var ErrNeedsRelocation = fmt.Errorf("%w: a chunk past the new end is in use and would have to move", ErrUnsupported)
+
+// ShrinkTo makes the single device end at size bytes (a multiple of 64
+// KiB, at least 1 MiB more than the reserved first MiB): chunks whose
+// stripes lie past it are removed when empty (another chunk of their type
+// remaining), or cut when their used bytes end before it; a chunk that
+// would have to move gives ErrNeedsRelocation. The device item, the
+// superblock and the chunk records follow as for Shrink, whose rules
+// (last change of the transaction; abort on an error) apply. The caller
+// truncates an image file to size after the commit.
+func (t *Txn) ShrinkTo(size uint64) error {
+	if t.done {
+		return fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	dev, err := t.singleDevice()
+	if err != nil {
+		return err
+	}
+	if size%chunkAlign != 0 || size < devReserved+minStripe {
+		return fmt.Errorf("shrink: size %d is not a multiple of %d of at least %d", size, chunkAlign, devReserved+minStripe)
+	}
+	if err := t.settle(); err != nil {
+		return fmt.Errorf("shrink: settle before: %w", err)
+	}
+	g, err := t.startGrowth()
+	if err != nil {
+		return fmt.Errorf("shrink: %w", err)
+	}
+	if g.grown != nil {
+		return fmt.Errorf("shrink: %w: growing and shrinking in one transaction", ErrUnsupported)
+	}
+	if g.shrunk == nil {
+		g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
+			items: map[disk.LogicalAddr]*disk.ChunkItem{}, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes}
+	}
+	if size >= g.shrunk.total {
+		return fmt.Errorf("shrink: device %d is %d bytes, not more than %d", dev, g.shrunk.total, size)
+	}
+	cuts, err := t.planShrinkTo(g, dev, size)
+	if err != nil {
+		return fmt.Errorf("shrink: %w", err)
+	}
+	g.free[dev].Remove(size, ^uint64(0)) // chunks made from now on stay below the end
+	var freed uint64
+	for _, c := range cuts {
+		if err := t.applyCut(c); err != nil {
+			return fmt.Errorf("shrink: chunk %d: %w", c.logical, err)
+		}
+		freed += (c.oldStripe - c.newLen) * uint64(len(c.old.Stripes))
+	}
+	if err := t.shrinkDevItem(dev, freed, size); err != nil {
+		return fmt.Errorf("shrink: %w", err)
+	}
+	g.shrunk.freed += freed
+	g.shrunk.total = size
+	if err := t.settle(); err != nil {
+		return fmt.Errorf("shrink: settle after: %w", err)
+	}
+	if after := t.deviceEnd(dev); after > size {
+		return fmt.Errorf("shrink: a chunk ends at %d, past the new end %d", after, size)
+	}
+	return nil
+}
+
+// planShrinkTo picks the cut or removal of every chunk with a stripe
+// past size on dev and applies each in memory (cutInMemory).
+func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var past []*chunk.Chunk
+	for c := range t.fs.chunks.All() {
+		for k := 0; k < c.NumStripes(); k++ {
+			if s := c.Stripe(k); s.DevID == dev && uint64(s.Offset)+c.StripeSize() > size {
+				past = append(past, c)
+				break
+			}
+		}
+	}
+	var cuts []shrinkCut
+	for _, c := range past {
+		if c.Profile() != chunk.Single && c.Profile() != chunk.DUP {
+			return cuts, fmt.Errorf("%w: shrinking %s chunk %d", ErrUnsupported, c.Profile(), c.Logical())
+		}
+		grp := t.fs.space.Group(uint64(c.Logical()))
+		if grp == nil || grp.Start != uint64(c.Logical()) || grp.Length != c.Length() {
+			return cuts, disk.Corruptf("chunk %d: no block group of the same range", c.Logical())
+		}
+		used := t.fs.space.UsedEnd(grp) - grp.Start
+		// The longest stripe every stripe of the chunk keeps below size.
+		keep := c.StripeSize()
+		for k := 0; k < c.NumStripes(); k++ {
+			off := uint64(c.Stripe(k).Offset)
+			if off >= size {
+				keep = 0
+				break
+			}
+			keep = min(keep, (size-off)/chunkAlign*chunkAlign)
+		}
+		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize()}
+		switch {
+		case used == 0 && t.removable(c):
+		case keep >= minStripe && used <= keep:
+			cut.newLen = keep
+		default:
+			return cuts, fmt.Errorf("chunk %d (%s, %d bytes used up to %d): %w", c.Logical(), c.Profile(), grp.Used, grp.Start+used, ErrNeedsRelocation)
+		}
+		if err := t.cutInMemory(g, cut); err != nil {
+			return cuts, err
+		}
+		cuts = append(cuts, cut)
+	}
+	return cuts, nil
+}
