@@ -44,7 +44,7 @@ func (s *Space) Alloc(want, size, align uint64) (uint64, error) {
 		return 0, fmt.Errorf("alloc: tree block size %d exceeds the 64 KiB stripe", size)
 	}
 	for _, g := range s.groups {
-		if !typeMatches(g.Flags, want) {
+		if !typeMatches(g.Flags, want) || g.ReadOnly {
 			continue
 		}
 		if a, ok := findIn(g, size, align, noCross); ok {

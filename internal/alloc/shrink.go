@@ -63,3 +63,21 @@ func (s *Space) RemoveGroup(start uint64) error {
 	s.groups = append(s.groups[:i], s.groups[i+1:]...)
 	return nil
 }
+
+// DropGroup removes the group starting at start, emptied by relocation:
+// nothing may be allocated in it, but the bytes freed in it stay pinned
+// until the commit, and go with it (the commit that removes its chunk is
+// the one that frees them; nothing after it can reach them).
+func (s *Space) DropGroup(start uint64) error {
+	g, i, err := s.groupAt(start)
+	if err != nil {
+		return err
+	}
+	if g.Used != 0 {
+		return fmt.Errorf("alloc: drop group %d: %d bytes used", start, g.Used)
+	}
+	s.pinned.Remove(g.Start, g.End())
+	s.fresh.Remove(g.Start, g.End())
+	s.groups = append(s.groups[:i], s.groups[i+1:]...)
+	return nil
+}

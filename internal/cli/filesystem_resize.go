@@ -256,6 +256,10 @@ func resizeImage(cmd *cobra.Command, ff *fsFlags, spec resizeSpec, image string)
 	}
 	_, err = wfs.Resize(spec.devid, size)
 	if err != nil {
+		if errors.Is(err, btrfs.ErrNoSpace) {
+			// Say why, which the generic ENOSPC wording would hide.
+			err = fmt.Errorf("unable to resize '%s': No space left on device (%s)", image, err)
+		}
 		return undo(errors.Join(err, wfs.Close()))
 	}
 	if err := wfs.Close(); err != nil {

@@ -111,11 +111,14 @@ var ErrNeedsRelocation = fmt.Errorf("%w: a chunk past the new end is in use and 
 // ShrinkTo makes the single device end at size bytes (a multiple of 64
 // KiB, at least 1 MiB more than the reserved first MiB): chunks whose
 // stripes lie past it are removed when empty (another chunk of their type
-// remaining), or cut when their used bytes end before it; a chunk that
-// would have to move gives ErrNeedsRelocation. The device item, the
-// superblock and the chunk records follow as for Shrink, whose rules
-// (last change of the transaction; abort on an error) apply. The caller
-// truncates an image file to size after the commit.
+// remaining), cut when their used bytes end before it, and otherwise
+// emptied by relocation (relocate.go) and removed. It refuses, before
+// changing anything, what cannot move (shared extents: ErrShared) or fit
+// below size (alloc.ErrNoSpace). The device item, the superblock and the
+// chunk records follow as for Shrink. ShrinkTo must be the only change of
+// its transaction (it moves data first and then settles, which ends the
+// data calls); on an error the caller aborts. The caller truncates an
+// image file to size after the commit.
 func (t *Txn) ShrinkTo(size uint64) error {
 	if t.done {
 		return fmt.Errorf("txn: transaction %d already ended", t.gen)
@@ -127,28 +130,38 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	if size%chunkAlign != 0 || size < devReserved+minStripe {
 		return fmt.Errorf("shrink: size %d is not a multiple of %d of at least %d", size, chunkAlign, devReserved+minStripe)
 	}
-	if err := t.settle(); err != nil {
-		return fmt.Errorf("shrink: settle before: %w", err)
-	}
 	g, err := t.startGrowth()
 	if err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
-	if g.grown != nil {
-		return fmt.Errorf("shrink: %w: growing and shrinking in one transaction", ErrUnsupported)
+	if g.grown != nil || g.shrunk != nil || len(g.chunks) > 0 {
+		return fmt.Errorf("shrink: %w: resizing after other changes in one transaction", ErrUnsupported)
 	}
-	if g.shrunk == nil {
-		g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
-			items: map[disk.LogicalAddr]*disk.ChunkItem{}, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes}
-	}
+	g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
+		items: map[disk.LogicalAddr]*disk.ChunkItem{}, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes}
 	if size >= g.shrunk.total {
 		return fmt.Errorf("shrink: device %d is %d bytes, not more than %d", dev, g.shrunk.total, size)
+	}
+	t.mu.Lock()
+	g.free[dev].Remove(size, ^uint64(0)) // chunks made from now on stay below the end
+	t.mu.Unlock()
+	plan, err := t.planRelocation(g, dev, size)
+	if err != nil {
+		return fmt.Errorf("shrink: %w", err)
+	}
+	if err := t.relocateData(plan); err != nil {
+		return fmt.Errorf("shrink: moving data: %w", err)
+	}
+	if err := t.settle(); err != nil {
+		return fmt.Errorf("shrink: settle before: %w", err)
+	}
+	if err := t.relocateTrees(plan); err != nil {
+		return fmt.Errorf("shrink: moving tree blocks: %w", err)
 	}
 	cuts, err := t.planShrinkTo(g, dev, size)
 	if err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
-	g.free[dev].Remove(size, ^uint64(0)) // chunks made from now on stay below the end
 	var freed uint64
 	for _, c := range cuts {
 		if err := t.applyCut(c); err != nil {
@@ -193,6 +206,18 @@ func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut,
 		if grp == nil || grp.Start != uint64(c.Logical()) || grp.Length != c.Length() {
 			return cuts, disk.Corruptf("chunk %d: no block group of the same range", c.Logical())
 		}
+		if grp.ReadOnly {
+			// Emptied by relocation: it goes whatever is pinned in it.
+			if grp.Used != 0 {
+				return cuts, fmt.Errorf("chunk %d: %d bytes still used after moving what it held", c.Logical(), grp.Used)
+			}
+			cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize(), relocated: true}
+			if err := t.cutInMemory(g, cut); err != nil {
+				return cuts, err
+			}
+			cuts = append(cuts, cut)
+			continue
+		}
 		used := t.fs.space.UsedEnd(grp) - grp.Start
 		// The longest stripe every stripe of the chunk keeps below size.
 		keep := c.StripeSize()
@@ -205,6 +230,14 @@ func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut,
 			keep = min(keep, (size-off)/chunkAlign*chunkAlign)
 		}
 		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize()}
+		if used == 0 && keep < minStripe && !t.removable(c) {
+			// The last chunk of its type: a new one below the end keeps
+			// the type and profile (empty, as the kernel's balance
+			// leaves one).
+			if err := t.growLocked(c.Type() & disk.BlockGroupTypeMask); err != nil {
+				return cuts, fmt.Errorf("chunk %d: a chunk to replace it: %w", c.Logical(), err)
+			}
+		}
 		switch {
 		case used == 0 && t.removable(c):
 		case keep >= minStripe && used <= keep:

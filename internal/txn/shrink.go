@@ -34,6 +34,9 @@ type shrinkCut struct {
 	old       disk.ChunkItem
 	oldStripe uint64
 	newLen    uint64
+	// relocated marks a group emptied by relocation: bytes freed in it
+	// may still be pinned, and go with it (alloc.DropGroup).
+	relocated bool
 }
 
 // Shrink makes a single-device filesystem as small as it can be without
@@ -245,9 +248,12 @@ func (t *Txn) cutInMemory(g *growth, cut shrinkCut) error {
 		}
 	}
 	var err error
-	if cut.newLen == 0 {
+	switch {
+	case cut.relocated:
+		err = t.fs.space.DropGroup(start)
+	case cut.newLen == 0:
 		err = t.fs.space.RemoveGroup(start)
-	} else {
+	default:
 		err = t.fs.space.ShrinkGroup(start, cut.newLen)
 	}
 	if err != nil {

@@ -1,0 +1,394 @@
+package txn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gobtrfs/btrfs/internal/alloc"
+	"github.com/gobtrfs/btrfs/internal/chunk"
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Relocation empties block groups so that their chunks can go, as the
+// kernel's balance does, but in the one transaction that also removes the
+// chunks (the kernel commits between its stages): the groups are made
+// read-only to the allocator, every data extent in them is copied to a
+// new extent and every file extent item pointing at it rewritten (with
+// its checksums copied and its back references moved), and every tree
+// block in them is copied on write by a search down to it. What the
+// commit frees there is pinned in groups that no longer exist after it;
+// the old blocks stay on disk until the commit is durable (nothing is
+// written over them: the groups take no allocations), so a failed commit
+// leaves the last one whole.
+//
+// Only extents with one owner per reference can move this way: a tree
+// block shared between roots (snapshots) or a data extent referenced by
+// parent block (SHARED_DATA_REF, FULL_BACKREF) is refused before anything
+// changes.
+
+// ErrShared is returned (wrapping ErrUnsupported) when a group to empty
+// holds a shared tree block or data extent.
+var ErrShared = fmt.Errorf("%w: shared tree blocks or data (snapshots) in a chunk that would have to move", ErrUnsupported)
+
+// relocExtent is one extent in a group being emptied, from its extent item.
+type relocExtent struct {
+	start, length uint64
+	data          bool
+	refs          uint64
+	dataRefs      []disk.ExtentDataRef // data: inline and keyed EXTENT_DATA_REFs
+}
+
+// groupExtents lists the extents of the running extent tree in
+// [start, end), refusing shared ones.
+func (t *Txn) groupExtents(start, end uint64) ([]*relocExtent, error) {
+	et, err := t.Tree(disk.ExtentTreeObjectID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*relocExtent
+	byStart := map[uint64]*relocExtent{}
+	from := disk.Key{ObjectID: disk.ObjectID(start)}
+	to := disk.Key{ObjectID: disk.ObjectID(end - 1), Type: math.MaxUint8, Offset: math.MaxUint64}
+	err = et.Range(t.tx, from, to, func(k disk.Key, data []byte) (bool, error) {
+		switch k.Type {
+		case disk.ExtentItemKey, disk.MetadataItemKey:
+			var ei disk.ExtentItem
+			if err := ei.DecodeAs(k.Type, data); err != nil {
+				return false, &disk.CorruptError{Tree: disk.ExtentTreeObjectID, Key: &k, What: "extent item", Err: err}
+			}
+			e := &relocExtent{start: uint64(k.ObjectID), length: k.Offset, refs: ei.Refs,
+				data: ei.Flags&disk.ExtentFlagData != 0}
+			if k.Type == disk.MetadataItemKey {
+				e.length = uint64(t.fs.sb.NodeSize)
+			}
+			if ei.Flags&disk.ExtentFlagFullBackref != 0 || (!e.data && ei.Refs != 1) {
+				return false, fmt.Errorf("extent %d: %w", k.ObjectID, ErrShared)
+			}
+			for _, r := range ei.InlineRefs {
+				switch r.Type {
+				case disk.SharedBlockRefKey, disk.SharedDataRefKey:
+					return false, fmt.Errorf("extent %d: %w", k.ObjectID, ErrShared)
+				case disk.ExtentDataRefKey:
+					e.dataRefs = append(e.dataRefs, r.Data)
+				}
+			}
+			out = append(out, e)
+			byStart[e.start] = e
+		case disk.SharedBlockRefKey, disk.SharedDataRefKey:
+			return false, fmt.Errorf("extent %d: %w", k.ObjectID, ErrShared)
+		case disk.ExtentDataRefKey:
+			e := byStart[uint64(k.ObjectID)]
+			var rs disk.ExtentDataRefs
+			if err := rs.Decode(data); err != nil || e == nil {
+				return false, &disk.CorruptError{Tree: disk.ExtentTreeObjectID, Key: &k, What: "extent data ref without its extent item", Err: err}
+			}
+			e.dataRefs = append(e.dataRefs, rs...)
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+// relocPlan is what ShrinkTo moves: the groups to empty.
+type relocPlan struct {
+	groups []*alloc.BlockGroup
+}
+
+// planRelocation picks the groups of the chunks past size on dev that
+// cannot simply be cut or dropped, checks that what they hold can move
+// (no shared extents) and fits below size, and makes them read-only.
+// t.mu is not held.
+func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan, error) {
+	t.mu.Lock()
+	var past []*chunk.Chunk
+	for c := range t.fs.chunks.All() {
+		keep := c.StripeSize()
+		onDev := false
+		for k := 0; k < c.NumStripes(); k++ {
+			s := c.Stripe(k)
+			if s.DevID != dev {
+				continue
+			}
+			onDev = true
+			if uint64(s.Offset) >= size {
+				keep = 0
+			} else {
+				keep = min(keep, (size-uint64(s.Offset))/chunkAlign*chunkAlign)
+			}
+		}
+		if !onDev || keep == c.StripeSize() {
+			continue
+		}
+		grp := t.fs.space.Group(uint64(c.Logical()))
+		if grp == nil {
+			t.mu.Unlock()
+			return nil, disk.Corruptf("chunk %d: no block group", c.Logical())
+		}
+		used := t.fs.space.UsedEnd(grp) - grp.Start
+		if used == 0 || (keep >= minStripe && used <= keep) {
+			continue // dropped or cut without moving (planShrinkTo)
+		}
+		if c.Profile() != chunk.Single && c.Profile() != chunk.DUP {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("%w: moving %s chunk %d", ErrUnsupported, c.Profile(), c.Logical())
+		}
+		past = append(past, c)
+	}
+	t.mu.Unlock()
+	plan := &relocPlan{}
+	if len(past) == 0 {
+		return plan, nil
+	}
+	// What must move, by block group type; what room the other groups
+	// and the device below size have.
+	need := map[uint64]uint64{}
+	stripes := map[uint64]uint64{}
+	moving := map[uint64]bool{}
+	for _, c := range past {
+		grp := t.fs.space.Group(uint64(c.Logical()))
+		typ := c.Type() & disk.BlockGroupTypeMask
+		need[typ] += grp.Used
+		stripes[typ] = uint64(c.NumStripes())
+		moving[grp.Start] = true
+		plan.groups = append(plan.groups, grp)
+		if _, err := t.groupExtents(grp.Start, grp.End()); err != nil {
+			return nil, err // shared extents: refused before anything changed
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	room := map[uint64]uint64{}
+	for _, grp := range t.fs.space.Groups() {
+		if !moving[grp.Start] && !grp.ReadOnly {
+			room[grp.Flags&disk.BlockGroupTypeMask] += grp.Free.Bytes()
+		}
+	}
+	var devNeed uint64
+	for typ, n := range need {
+		if typ&(disk.BlockGroupMetadata|disk.BlockGroupSystem) != 0 {
+			n += 64 * uint64(t.fs.sb.NodeSize) // the paths copied on the way
+		}
+		if n > room[typ] {
+			devNeed += (n - room[typ] + minStripe - 1) / minStripe * minStripe * stripes[typ]
+		}
+	}
+	if unalloc := g.free[dev].Bytes(); devNeed > unalloc {
+		var used uint64
+		for _, n := range need {
+			used += n
+		}
+		return nil, fmt.Errorf("%w: the %d bytes in use in the chunks past %d do not fit below it (%d bytes more would be needed)",
+			alloc.ErrNoSpace, used, size, devNeed-unalloc)
+	}
+	for _, grp := range plan.groups {
+		grp.ReadOnly = true
+	}
+	return plan, nil
+}
+
+// relocateData copies every data extent of the plan's groups to a new
+// extent, rewriting the file extent items that point at it.
+func (t *Txn) relocateData(plan *relocPlan) error {
+	for _, grp := range plan.groups {
+		if grp.Flags&disk.BlockGroupData == 0 {
+			continue
+		}
+		exts, err := t.groupExtents(grp.Start, grp.End())
+		if err != nil {
+			return err
+		}
+		for _, e := range exts {
+			if !e.data {
+				continue
+			}
+			if err := t.moveDataExtent(e); err != nil {
+				return fmt.Errorf("data extent %d: %w", e.start, err)
+			}
+		}
+	}
+	return nil
+}
+
+// moveDataExtent copies one data extent: its bytes, its checksums, and
+// each reference (file extent item and back reference).
+func (t *Txn) moveDataExtent(e *relocExtent) error {
+	buf := make([]byte, e.length)
+	if err := t.ReadData(disk.LogicalAddr(e.start), buf); err != nil {
+		return err
+	}
+	na, err := t.AllocData(e.length, 0)
+	if err != nil {
+		return err
+	}
+	if err := t.WriteData(na, buf); err != nil {
+		return err
+	}
+	if err := t.copyCsums(e.start, e.length, uint64(na)); err != nil {
+		return fmt.Errorf("checksums: %w", err)
+	}
+	type owner struct{ root, ino disk.ObjectID }
+	seen := map[owner]bool{}
+	var moved uint64
+	for _, r := range e.dataRefs {
+		o := owner{r.Root, r.ObjectID}
+		if seen[o] {
+			continue
+		}
+		seen[o] = true
+		n, err := t.repointFileExtents(r.Root, r.ObjectID, e, na)
+		if err != nil {
+			return fmt.Errorf("root %d inode %d: %w", r.Root, r.ObjectID, err)
+		}
+		moved += n
+	}
+	if moved != e.refs {
+		return disk.Corruptf("data extent %d: %d references, %d file extent items point at it", e.start, e.refs, moved)
+	}
+	return nil
+}
+
+// copyCsums records for [to, +length) the checksums recorded for
+// [from, +length) (sectors without one stay without).
+func (t *Txn) copyCsums(from, length, to uint64) error {
+	ct, err := t.Tree(disk.CsumTreeObjectID)
+	if err != nil {
+		return err
+	}
+	cs := uint64(t.fs.sb.CsumType.Size())
+	sector := uint64(t.fs.sb.SectorSize)
+	runs, err := t.csumItemsAround(ct, from, from+length)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		end := r.end(int(cs), sector)
+		lo, hi := max(r.start, from), min(end, from+length)
+		if lo >= hi {
+			continue
+		}
+		sums := r.sums[(lo-r.start)/sector*cs : (hi-r.start)/sector*cs]
+		if err := t.AddCsums(disk.LogicalAddr(to+lo-from), sums); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repointFileExtents makes every file extent item of inode ino in tree
+// root that points at e point at na, moving its back reference along,
+// and returns how many it changed.
+func (t *Txn) repointFileExtents(root, ino disk.ObjectID, e *relocExtent, na disk.LogicalAddr) (uint64, error) {
+	tr, err := t.Tree(root)
+	if err != nil {
+		return 0, err
+	}
+	var keys []disk.Key
+	from := disk.Key{ObjectID: ino, Type: disk.ExtentDataKey}
+	to := disk.Key{ObjectID: ino, Type: disk.ExtentDataKey, Offset: math.MaxUint64}
+	err = tr.Range(t.tx, from, to, func(k disk.Key, data []byte) (bool, error) {
+		var fe disk.FileExtentItem
+		if err := fe.Decode(data); err != nil {
+			return false, &disk.CorruptError{Tree: root, Key: &k, What: "file extent item", Err: err}
+		}
+		if fe.Type != disk.FileExtentInline && uint64(fe.DiskBytenr) == e.start {
+			keys = append(keys, k)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		var refOffset uint64
+		err := tr.UpdateItem(t.tx, k, func(b []byte) error {
+			var fe disk.FileExtentItem
+			if err := fe.Decode(b); err != nil {
+				return err
+			}
+			if fe.DiskNumBytes != e.length {
+				return disk.Corruptf("file extent item of %d disk bytes, its extent has %d", fe.DiskNumBytes, e.length)
+			}
+			refOffset = k.Offset - fe.Offset
+			fe.DiskBytenr = na
+			fe.Encode(b)
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("file extent item %v: %w", k, err)
+		}
+		if err := t.AddDataRef(na, e.length, root, ino, refOffset, 1); err != nil {
+			return 0, err
+		}
+		if err := t.DropDataRef(disk.LogicalAddr(e.start), e.length, root, ino, refOffset, 1); err != nil {
+			return 0, err
+		}
+	}
+	return uint64(len(keys)), nil
+}
+
+// relocateTrees copies on write every tree block still in the plan's
+// groups, settling after each round (which may copy more blocks, never
+// into those groups), until none is left there.
+func (t *Txn) relocateTrees(plan *relocPlan) error {
+	tried := map[uint64]int{}
+	for round := 0; ; round++ {
+		var left []*relocExtent
+		for _, grp := range plan.groups {
+			exts, err := t.groupExtents(grp.Start, grp.End())
+			if err != nil {
+				return err
+			}
+			for _, e := range exts {
+				if e.data {
+					return disk.Corruptf("data extent %d left in group %d after moving its data", e.start, grp.Start)
+				}
+				left = append(left, e)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		for _, e := range left {
+			if tried[e.start]++; tried[e.start] > 2 {
+				return fmt.Errorf("tree block %d: still in place after copying its path", e.start)
+			}
+			if err := t.cowBlockAt(disk.LogicalAddr(e.start)); err != nil {
+				return fmt.Errorf("tree block %d: %w", e.start, err)
+			}
+		}
+		if err := t.settle(); err != nil {
+			return err
+		}
+	}
+}
+
+// cowBlockAt copies the tree block at addr on write: a search of its tree
+// for its first key, stopping at its level, copies every block on the way.
+func (t *Txn) cowBlockAt(addr disk.LogicalAddr) error {
+	n, err := t.ReadBlock(addr, disk.Expect{Bytenr: addr, Level: -1})
+	if err != nil {
+		return err
+	}
+	owner := n.Owner()
+	switch owner {
+	case disk.TreeLogObjectID, disk.TreeRelocObjectID:
+		return fmt.Errorf("%w: moving a block of tree %d", ErrUnsupported, owner)
+	}
+	tr, err := t.Tree(owner)
+	if err != nil {
+		return fmt.Errorf("tree %d: %w", owner, err)
+	}
+	var key disk.Key
+	if n.NumItems() > 0 {
+		if n.IsLeaf() {
+			key = n.Key(0)
+		} else {
+			key = n.KeyPtr(0).Key
+		}
+	}
+	p := &ctree.Path{LowestLevel: n.Level()}
+	_, err = tr.Search(t.tx, p, key, 0, true)
+	p.Release()
+	return err
+}
