@@ -1,8 +1,10 @@
 package txn
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/chunk"
@@ -93,6 +95,63 @@ func (t *Txn) groupExtents(start, end uint64) ([]*relocExtent, error) {
 // relocPlan is what ShrinkTo moves: the groups to empty.
 type relocPlan struct {
 	groups []*alloc.BlockGroup
+	// drops are the chunks cut or removed without moving anything: past
+	// the end, and empty ones below it removed for room (gone from the
+	// space model and the chunk map, their items not yet from the trees:
+	// ShrinkTo applies them before anything else).
+	drops []shrinkCut
+}
+
+// dropEmptyBelow removes (in memory) empty chunks that lie wholly below
+// size, until want device bytes are freed, keeping a chunk of every type
+// that neither moves nor goes; their device ranges become unallocated.
+// t.mu held.
+func (t *Txn) dropEmptyBelow(g *growth, dev disk.DevID, size uint64, moving map[uint64]bool, want uint64) []shrinkCut {
+	var drops []shrinkCut
+	var got uint64
+	kept := func(c *chunk.Chunk, gone map[uint64]bool) bool {
+		typ := c.Type() & disk.BlockGroupTypeMask
+		for o := range t.fs.chunks.All() {
+			if o != c && o.Type()&disk.BlockGroupTypeMask == typ && !moving[uint64(o.Logical())] && !gone[uint64(o.Logical())] {
+				return true
+			}
+		}
+		return false
+	}
+	gone := map[uint64]bool{}
+	var cands []*chunk.Chunk
+	for c := range t.fs.chunks.All() {
+		cands = append(cands, c)
+	}
+	for _, c := range cands {
+		if got >= want {
+			break
+		}
+		if moving[uint64(c.Logical())] || (c.Profile() != chunk.Single && c.Profile() != chunk.DUP) {
+			continue
+		}
+		below := true
+		for k := 0; k < c.NumStripes(); k++ {
+			if s := c.Stripe(k); s.DevID != dev || uint64(s.Offset)+c.StripeSize() > size {
+				below = false
+			}
+		}
+		grp := t.fs.space.Group(uint64(c.Logical()))
+		if !below || grp == nil || grp.Used != 0 || t.fs.space.UsedEnd(grp) != grp.Start || !kept(c, gone) {
+			continue
+		}
+		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize()}
+		if err := t.cutInMemory(g, cut); err != nil {
+			continue
+		}
+		gone[uint64(c.Logical())] = true
+		for _, s := range cut.old.Stripes {
+			g.free[dev].Insert(uint64(s.Offset), uint64(s.Offset)+cut.oldStripe)
+			got += cut.oldStripe
+		}
+		drops = append(drops, cut)
+	}
+	return drops
 }
 
 // planRelocation picks the groups of the chunks past size on dev that
@@ -100,51 +159,78 @@ type relocPlan struct {
 // (no shared extents) and fits below size, and makes them read-only.
 // t.mu is not held.
 func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan, error) {
-	t.mu.Lock()
+	plan := &relocPlan{}
 	var past []*chunk.Chunk
-	for c := range t.fs.chunks.All() {
-		keep := c.StripeSize()
-		onDev := false
-		for k := 0; k < c.NumStripes(); k++ {
-			s := c.Stripe(k)
-			if s.DevID != dev {
+	err := func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		var all []*chunk.Chunk
+		for c := range t.fs.chunks.All() {
+			all = append(all, c)
+		}
+		for _, c := range all {
+			keep := c.StripeSize()
+			onDev := false
+			for k := 0; k < c.NumStripes(); k++ {
+				s := c.Stripe(k)
+				if s.DevID != dev {
+					continue
+				}
+				onDev = true
+				if uint64(s.Offset) >= size {
+					keep = 0
+				} else {
+					keep = min(keep, (size-uint64(s.Offset))/chunkAlign*chunkAlign)
+				}
+			}
+			if !onDev || keep == c.StripeSize() {
 				continue
 			}
-			onDev = true
-			if uint64(s.Offset) >= size {
-				keep = 0
-			} else {
-				keep = min(keep, (size-uint64(s.Offset))/chunkAlign*chunkAlign)
+			if c.Profile() != chunk.Single && c.Profile() != chunk.DUP {
+				return fmt.Errorf("%w: shrinking past %s chunk %d", ErrUnsupported, c.Profile(), c.Logical())
 			}
+			grp := t.fs.space.Group(uint64(c.Logical()))
+			if grp == nil || grp.Start != uint64(c.Logical()) || grp.Length != c.Length() {
+				return disk.Corruptf("chunk %d: no block group of the same range", c.Logical())
+			}
+			used := t.fs.space.UsedEnd(grp) - grp.Start
+			cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize()}
+			switch {
+			case used == 0:
+				// Dropped, after a replacement below the end if it is
+				// the last of its type (empty, as balance leaves one).
+				if !t.removable(c) {
+					if err := t.growLocked(c.Type() & disk.BlockGroupTypeMask); err != nil {
+						return fmt.Errorf("chunk %d: a chunk to replace it: %w", c.Logical(), err)
+					}
+				}
+			case keep >= minStripe && used <= keep:
+				cut.newLen = keep
+			default:
+				past = append(past, c)
+				continue
+			}
+			// Cut or dropped now, before anything moves, so that nothing
+			// is placed in the part that goes.
+			if err := t.cutInMemory(g, cut); err != nil {
+				return err
+			}
+			plan.drops = append(plan.drops, cut)
 		}
-		if !onDev || keep == c.StripeSize() {
-			continue
-		}
-		grp := t.fs.space.Group(uint64(c.Logical()))
-		if grp == nil {
-			t.mu.Unlock()
-			return nil, disk.Corruptf("chunk %d: no block group", c.Logical())
-		}
-		used := t.fs.space.UsedEnd(grp) - grp.Start
-		if used == 0 || (keep >= minStripe && used <= keep) {
-			continue // dropped or cut without moving (planShrinkTo)
-		}
-		if c.Profile() != chunk.Single && c.Profile() != chunk.DUP {
-			t.mu.Unlock()
-			return nil, fmt.Errorf("%w: moving %s chunk %d", ErrUnsupported, c.Profile(), c.Logical())
-		}
-		past = append(past, c)
+		return nil
+	}()
+	if err != nil || len(past) == 0 {
+		return plan, err
 	}
-	t.mu.Unlock()
-	plan := &relocPlan{}
-	if len(past) == 0 {
-		return plan, nil
+	if err := t.checkNoSnapshots(); err != nil {
+		return nil, err
 	}
 	// What must move, by block group type; what room the other groups
 	// and the device below size have.
 	need := map[uint64]uint64{}
 	stripes := map[uint64]uint64{}
 	moving := map[uint64]bool{}
+	var dataSizes []uint64 // the data extents to move: each needs one free range
 	for _, c := range past {
 		grp := t.fs.space.Group(uint64(c.Logical()))
 		typ := c.Type() & disk.BlockGroupTypeMask
@@ -152,34 +238,110 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 		stripes[typ] = uint64(c.NumStripes())
 		moving[grp.Start] = true
 		plan.groups = append(plan.groups, grp)
-		if _, err := t.groupExtents(grp.Start, grp.End()); err != nil {
+		exts, err := t.groupExtents(grp.Start, grp.End())
+		if err != nil {
 			return nil, err // shared extents: refused before anything changed
 		}
+		for _, e := range exts {
+			if e.data {
+				dataSizes = append(dataSizes, e.length)
+			}
+		}
 	}
+	// Largest first, as a first fit packs best.
+	slices.SortFunc(dataSizes, func(a, b uint64) int { return cmp.Compare(b, a) })
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	room := map[uint64]uint64{}
-	for _, grp := range t.fs.space.Groups() {
-		if !moving[grp.Start] && !grp.ReadOnly {
-			room[grp.Flags&disk.BlockGroupTypeMask] += grp.Free.Bytes()
+	// shortfall is how many bytes of what must move find no room: every
+	// data extent (which moves whole) first fit into the free ranges of
+	// the data groups that stay, then into new chunks placed as
+	// growLocked would place them in the device room below size; the
+	// metadata and system bytes (with room for the paths copied on the
+	// way) likewise.
+	shortfall := func() uint64 {
+		room := map[uint64]uint64{}
+		var dataFree []alloc.Extents
+		for _, grp := range t.fs.space.Groups() {
+			if moving[grp.Start] || grp.ReadOnly {
+				continue
+			}
+			typ := grp.Flags & disk.BlockGroupTypeMask
+			room[typ] += grp.Free.Bytes()
+			if typ == disk.BlockGroupData {
+				dataFree = append(dataFree, grp.Free.Clone())
+			}
 		}
+		holes := g.free[dev].Clone()
+		sim := &growth{free: map[disk.DevID]*alloc.Extents{dev: &holes}}
+		// newChunk places a simulated chunk of type want, returning its
+		// length (0: no room).
+		newChunk := func(want uint64) uint64 {
+			flags, err := t.chunkFlags(want)
+			if err != nil {
+				return 0
+			}
+			nc, err := t.planChunk(sim, flags)
+			if err != nil {
+				return 0
+			}
+			for _, st := range nc.item.Stripes {
+				holes.Remove(uint64(st.Offset), uint64(st.Offset)+nc.stripe)
+			}
+			return nc.item.Length
+		}
+		var short uint64
+		fit := func(size uint64) bool {
+			for i := range dataFree {
+				if a, ok := dataFree[i].Find(size, uint64(t.fs.sb.SectorSize), 0); ok {
+					dataFree[i].Remove(a, a+size)
+					return true
+				}
+			}
+			return false
+		}
+		for _, size := range dataSizes {
+			if fit(size) {
+				continue
+			}
+			if n := newChunk(disk.BlockGroupData); n > 0 {
+				base := uint64(1) << 62 // simulated logical space
+				base += uint64(len(dataFree)) << 40
+				var e alloc.Extents
+				e.Insert(base, base+n)
+				dataFree = append(dataFree, e)
+			}
+			if !fit(size) {
+				short += size
+			}
+		}
+		for typ, used := range need {
+			if typ == disk.BlockGroupData {
+				continue
+			}
+			used += 64 * uint64(t.fs.sb.NodeSize) // the paths copied on the way
+			for used > room[typ] {
+				n := newChunk(typ)
+				if n == 0 {
+					short += used - room[typ]
+					break
+				}
+				room[typ] += n
+			}
+		}
+		return short
 	}
-	var devNeed uint64
-	for typ, n := range need {
-		if typ&(disk.BlockGroupMetadata|disk.BlockGroupSystem) != 0 {
-			n += 64 * uint64(t.fs.sb.NodeSize) // the paths copied on the way
-		}
-		if n > room[typ] {
-			devNeed += (n - room[typ] + minStripe - 1) / minStripe * minStripe * stripes[typ]
-		}
+	if n := shortfall(); n > 0 {
+		// Empty chunks below the end give their room back first, as the
+		// kernel's cleaner removes unused block groups.
+		plan.drops = append(plan.drops, t.dropEmptyBelow(g, dev, size, moving, n)...)
 	}
-	if unalloc := g.free[dev].Bytes(); devNeed > unalloc {
+	if n := shortfall(); n > 0 {
 		var used uint64
 		for _, n := range need {
 			used += n
 		}
 		return nil, fmt.Errorf("%w: the %d bytes in use in the chunks past %d do not fit below it (%d bytes more would be needed)",
-			alloc.ErrNoSpace, used, size, devNeed-unalloc)
+			alloc.ErrNoSpace, used, size, n)
 	}
 	for _, grp := range plan.groups {
 		grp.ReadOnly = true
@@ -391,4 +553,31 @@ func (t *Txn) cowBlockAt(addr disk.LogicalAddr) error {
 	_, err = tr.Search(t.tx, p, key, 0, true)
 	p.Release()
 	return err
+}
+
+// checkNoSnapshots refuses a filesystem where a subvolume was ever
+// snapshotted (its ROOT_ITEM's last_snapshot is set): its tree blocks
+// may be shared with the snapshot, and a shared block reaches a data
+// extent without the extent naming the snapshot, so moving the extent
+// would leave the snapshot pointing at freed bytes.
+func (t *Txn) checkNoSnapshots() error {
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return err
+	}
+	from := disk.Key{}
+	to := disk.Key{ObjectID: math.MaxUint64, Type: math.MaxUint8, Offset: math.MaxUint64}
+	return rt.Range(t.tx, from, to, func(k disk.Key, data []byte) (bool, error) {
+		if k.Type != disk.RootItemKey || !k.ObjectID.IsFSTree() {
+			return true, nil
+		}
+		var ri disk.RootItem
+		if err := ri.Decode(data); err != nil {
+			return false, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &k, What: "root item", Err: err}
+		}
+		if ri.LastSnapshot != 0 || ri.ParentUUID != (disk.UUID{}) {
+			return false, fmt.Errorf("subvolume %d (snapshotted or a snapshot): %w", k.ObjectID, ErrShared)
+		}
+		return true, nil
+	})
 }

@@ -149,6 +149,14 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	if err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
+	var freed uint64
+	for _, c := range plan.drops {
+		// Before any new chunk's items go in: one may take the room.
+		if err := t.applyCut(c); err != nil {
+			return fmt.Errorf("shrink: chunk %d: %w", c.logical, err)
+		}
+		freed += (c.oldStripe - c.newLen) * uint64(len(c.old.Stripes))
+	}
 	if err := t.relocateData(plan); err != nil {
 		return fmt.Errorf("shrink: moving data: %w", err)
 	}
@@ -162,7 +170,6 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	if err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
-	var freed uint64
 	for _, c := range cuts {
 		if err := t.applyCut(c); err != nil {
 			return fmt.Errorf("shrink: chunk %d: %w", c.logical, err)

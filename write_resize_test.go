@@ -1,0 +1,448 @@
+package btrfs_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/mkfs"
+)
+
+// resizeTo resizes device 1 of the image file img to size as the
+// command does: the file is extended first when growing past its end.
+func resizeTo(t *testing.T, img string, size uint64) error {
+	t.Helper()
+	fi, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(fi.Size()) < size {
+		if err := os.Truncate(img, int64(size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys, err := btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rerr := fsys.Resize(1, size)
+	if err := fsys.Close(); err != nil && rerr == nil {
+		rerr = err
+	}
+	return rerr
+}
+
+// checkResized runs btrfs check (and 6.19's where named) and checks the
+// sizes the superblock and the device item give, and the image file's.
+func checkResized(t *testing.T, img string, size uint64) {
+	t.Helper()
+	btrfstest.Check(t, []string{img}, true)
+	btrfstest.CheckNewer(t, img, true)
+	fsys, err := btrfs.Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	info, err := fsys.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.TotalBytes != size || len(info.Devices) != 1 || info.Devices[0].TotalBytes != size {
+		t.Errorf("after resizing to %d: total_bytes %d, devices %+v", size, info.TotalBytes, info.Devices)
+	}
+	if fi, err := os.Stat(img); err != nil || uint64(fi.Size()) < size {
+		t.Errorf("image file after resizing to %d: %v %v", size, fi.Size(), err)
+	}
+}
+
+// writeRandomFiles writes n files of size bytes named prefix0.. into
+// fsys and records their contents in files.
+func writeRandomFiles(t *testing.T, fsys *btrfs.FS, r *rand.Rand, prefix string, n, size int, files map[string][]byte) error {
+	t.Helper()
+	for i := range n {
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		name := fmt.Sprintf("%s%d", prefix, i)
+		if err := fsys.WriteFile(name, data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+		files[name] = data
+	}
+	return nil
+}
+
+// kernelSees mounts img and compares its top directory's regular files
+// with files.
+func kernelSees(t *testing.T, img string, files map[string][]byte) {
+	t.Helper()
+	dir := btrfstest.Mount(t, "ro", img)
+	got, err := btrfstest.Scan(dir)
+	btrfstest.Unmount(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for p, e := range got.Entries {
+		if filepath.Dir(p) == "." && e.SHA256 != "" {
+			n++
+		}
+	}
+	if n != len(files) {
+		t.Errorf("the kernel shows %d files at the top, want %d", n, len(files))
+	}
+	for name, data := range files {
+		sum := sha256.Sum256(data)
+		if e := got.Entries[name]; e == nil || e.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: the kernel shows %+v, want %d bytes with sha256 %x", name, e, len(data), sum)
+		}
+	}
+}
+
+// readAll reads every file of files from img and compares.
+func sameFiles(t *testing.T, fsys *btrfs.FS, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		got, err := fsys.ReadFile(name)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: read %d bytes, %v; want %d bytes", name, len(got), err, len(data))
+		}
+	}
+}
+
+// TestResizeGrowShrunkImage makes an image with mkfs --shrink (ours),
+// sees it full, grows it by extending the file and Resize, and writes
+// more than fitted before; then the same on an image mkfs.btrfs made.
+// After each: btrfs check clean, the sizes right, the superblock mirror
+// at 64 MiB written now that it is inside the device, and the kernel
+// sees every file.
+func TestResizeGrowShrunkImage(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	r := rand.New(rand.NewChaCha8([32]byte{18}))
+	src := t.TempDir()
+	files := map[string][]byte{}
+	for i := range 4 {
+		data := make([]byte, 300<<10)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		name := fmt.Sprintf("src%d", i)
+		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[name] = data
+	}
+	ours := filepath.Join(t.TempDir(), "shrunk.img")
+	opener := func() (mkfs.Source, error) { return mkfs.OpenDir(src) }
+	if _, err := mkfs.Build(ours, opener, mkfs.BuildOptions{Shrink: true, PrePass: true}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := uint64(fi.Size())
+	t.Logf("mkfs --shrink made %d bytes", small)
+	// Nearly full: count the 1 MiB files that still go in, each
+	// committed, until one does not.
+	fsys := openWritable(t, []string{ours})
+	fitted := 0
+	for ; ; fitted++ {
+		one := map[string][]byte{}
+		err := writeRandomFiles(t, fsys, r, fmt.Sprintf("fill%d-", fitted), 1, 1<<20, one)
+		if err == nil {
+			err = fsys.Commit()
+		}
+		if errors.Is(err, btrfs.ErrNoSpace) {
+			break
+		}
+		if err != nil || fitted > 200 {
+			t.Fatalf("filling the shrunk image: %d files, then %v", fitted, err)
+		}
+		maps.Copy(files, one)
+	}
+	fsys.Close()
+	t.Logf("the shrunk image took %d more 1 MiB files", fitted)
+	btrfstest.Check(t, []string{ours}, true)
+
+	mkfsImg := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 48 << 20, MetadataProfile: "single"})
+	for _, c := range []struct {
+		name  string
+		img   string
+		files map[string][]byte
+		size  uint64
+	}{
+		{"mkfs-shrink", ours, files, 400 << 20},
+		{"mkfs.btrfs", mkfsImg, map[string][]byte{}, 400 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := resizeTo(t, c.img, c.size); err != nil {
+				t.Fatal(err)
+			}
+			checkResized(t, c.img, c.size)
+			assertMirror(t, c.img, 1)
+			fsys := openWritable(t, []string{c.img})
+			// Many more files than fitted before.
+			if err := writeRandomFiles(t, fsys, r, "late", 30+fitted, 3<<20, c.files); err != nil {
+				t.Fatal(err)
+			}
+			if err := fsys.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkResized(t, c.img, c.size)
+			kernelSees(t, c.img, c.files)
+			// Growing by nothing changes nothing; growing a resized
+			// image again goes on from its size.
+			if err := resizeTo(t, c.img, c.size+(64<<20)); err != nil {
+				t.Fatal(err)
+			}
+			checkResized(t, c.img, c.size+(64<<20))
+			kernelSees(t, c.img, c.files)
+		})
+	}
+}
+
+// assertMirror checks that superblock copy i is a btrfs superblock of the
+// same generation as the primary.
+func assertMirror(t *testing.T, img string, i int) {
+	t.Helper()
+	f, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	read := func(off int64) []byte {
+		b := make([]byte, 4096)
+		if _, err := f.ReadAt(b, off); err != nil {
+			t.Fatalf("superblock at %d: %v", off, err)
+		}
+		return b
+	}
+	primary, mirror := read(64<<10), read(int64(64<<20)<<(12*(i-1)))
+	if string(mirror[0x40:0x48]) != "_BHRfS_M" || !bytes.Equal(primary[0x48:0x50], mirror[0x48:0x50]) {
+		t.Errorf("superblock mirror %d: magic %q generation %x, primary's %x", i, mirror[0x40:0x48], mirror[0x48:0x50], primary[0x48:0x50])
+	}
+}
+
+// extentAddrs returns the disk address of every extent of the files.
+func extentAddrs(t *testing.T, fsys *btrfs.FS, files map[string][]byte) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for name := range files {
+		exts, err := fsys.FileExtents(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range exts {
+			out[fmt.Sprintf("%s@%d", name, e.Offset)] = e.DiskAddr
+		}
+	}
+	return out
+}
+
+// blockGroupStarts returns the starts of the block groups of type typ.
+func blockGroupStarts(t *testing.T, img, typ string) []uint64 {
+	t.Helper()
+	fsys, err := btrfs.Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	info, err := fsys.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, g := range info.BlockGroups {
+		if g.Type == typ {
+			out = append(out, g.Start)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// TestResizeShrinkMovesData fills an image with data over several
+// chunks, deletes every other file, and shrinks it 32 MiB at a time
+// until what is used no longer fits: each shrink moves the data of the
+// chunks past the new end (the files' extents change address), btrfs
+// check is clean and the files read back the same; the shrink that
+// cannot fit is refused up front with ErrNoSpace and leaves the image
+// file as it was. The kernel sees every file at the end.
+func TestResizeShrinkMovesData(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	r := rand.New(rand.NewChaCha8([32]byte{19}))
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 320 << 20})
+	files := map[string][]byte{}
+	fsys := openWritable(t, []string{img})
+	for round := range 3 {
+		if err := writeRandomFiles(t, fsys, r, fmt.Sprintf("r%d-", round), 10, 3<<20, files); err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := 0
+	for _, name := range sortedNames(files) {
+		if k++; k%2 == 0 {
+			if err := fsys.Remove(name); err != nil {
+				t.Fatal(err)
+			}
+			delete(files, name)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const step = 32 << 20
+	size := uint64(320 << 20)
+	moved := 0
+	for {
+		fsys := openWritable(t, []string{img})
+		before := extentAddrs(t, fsys, files)
+		fsys.Close()
+		sum := fileSum(t, img)
+		err := resizeTo(t, img, size-step)
+		if errors.Is(err, btrfs.ErrNoSpace) {
+			t.Logf("shrinking to %d MiB refused: %v", (size-step)>>20, err)
+			if fileSum(t, img) != sum {
+				// Refused after moving began: the data it copied went
+				// to free space, the last commit must be whole.
+				t.Log("the refused shrink wrote to free space")
+				btrfstest.Check(t, []string{img}, true)
+			}
+			checkResized(t, img, size)
+			break
+		}
+		if err != nil {
+			t.Fatalf("shrink to %d: %v", size-step, err)
+		}
+		size -= step
+		checkResized(t, img, size)
+		fsys = openWritable(t, []string{img})
+		after := extentAddrs(t, fsys, files)
+		for k, a := range before {
+			if after[k] != a {
+				moved++
+			}
+		}
+		sameFiles(t, fsys, files)
+		fsys.Close()
+	}
+	t.Logf("shrunk to %d MiB, %d extents moved on the way", size>>20, moved)
+	if moved == 0 || size > 160<<20 {
+		t.Errorf("shrunk to %d MiB moving %d extents: want data moved and at most 160 MiB", size>>20, moved)
+	}
+	kernelSees(t, img, files)
+}
+
+// fileSum is the sha256 of a file's bytes.
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestResizeShrinkMovesMetadata grows a small image, fills it with data
+// and then with xattr-laden files until a second metadata chunk is made
+// past the data, deletes the data, and shrinks back to the first size:
+// the metadata chunk past the end is emptied by copying its tree blocks
+// on write and removed, with the data chunks, and btrfs check and the
+// kernel agree with what was written.
+func TestResizeShrinkMovesMetadata(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	r := rand.New(rand.NewChaCha8([32]byte{20}))
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20, MetadataProfile: "single", NodeSize: 4096})
+	if err := resizeTo(t, img, 512<<20); err != nil {
+		t.Fatal(err)
+	}
+	checkResized(t, img, 512<<20)
+	fsys := openWritable(t, []string{img})
+	big := map[string][]byte{}
+	if err := writeRandomFiles(t, fsys, r, "big", 8, 16<<20, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	xv := bytes.Repeat([]byte("x"), 3000)
+	for i := 0; len(blockGroupStartsOf(t, fsys, "METADATA")) < 2; i++ {
+		if i > 4000 {
+			t.Fatal("no second metadata chunk after 4000 files")
+		}
+		name := fmt.Sprintf("small%d", i)
+		data := []byte(fmt.Sprintf("small file %d\n", i))
+		if err := fsys.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files[name] = data
+		if err := fsys.Setxattr(name, "user.pad", xv); err != nil {
+			t.Fatal(err)
+		}
+		if i%200 == 199 {
+			if err := fsys.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name := range big {
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta := blockGroupStarts(t, img, "METADATA")
+	if err := resizeTo(t, img, 128<<20); err != nil {
+		t.Fatal(err)
+	}
+	checkResized(t, img, 128<<20)
+	after := blockGroupStarts(t, img, "METADATA")
+	t.Logf("metadata block groups %v, after the shrink %v", meta, after)
+	if len(after) == 0 || after[len(after)-1] == meta[len(meta)-1] {
+		t.Errorf("the last metadata block group %d did not move: %v", meta[len(meta)-1], after)
+	}
+	fsys = openWritable(t, []string{img})
+	sameFiles(t, fsys, files)
+	x, err := fsys.Getxattr("small7", "user.pad")
+	if err != nil || !bytes.Equal(x, xv) {
+		t.Errorf("xattr after the shrink: %d bytes, %v", len(x), err)
+	}
+	fsys.Close()
+	kernelSees(t, img, files)
+}
+
+// blockGroupStartsOf is blockGroupStarts of an open filesystem's last
+// commit.
+func blockGroupStartsOf(t *testing.T, fsys *btrfs.FS, typ string) []uint64 {
+	t.Helper()
+	info, err := fsys.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, g := range info.BlockGroups {
+		if g.Type == typ {
+			out = append(out, g.Start)
+		}
+	}
+	return out
+}
