@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/mkfs"
 )
@@ -445,4 +446,126 @@ func blockGroupStartsOf(t *testing.T, fsys *btrfs.FS, typ string) []uint64 {
 		}
 	}
 	return out
+}
+
+// TestResizeShrinkPowerLoss cuts the power during a shrink that moves
+// data (at every sync and superblock write and a sample of the other
+// writes, as TestCrashDuringDataOps): every crash image opens, passes
+// btrfs check --check-data-csum, holds the same files, and is either the
+// old size with the old layout or the new one.
+func TestResizeShrinkPowerLoss(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	rng := rand.New(rand.NewPCG(18, 6))
+	img0 := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20, NodeSize: 4096})
+	files := map[string][]byte{}
+	fsys := openWritable(t, []string{img0})
+	if err := writeRandomFiles(t, fsys, rng, "f", 20, 1<<20, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i += 2 {
+		name := fmt.Sprintf("f%d", i)
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		delete(files, name)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The smallest size a shrink reaches, found on a copy, moving data.
+	const old = 128 << 20
+	rfs, err := btrfs.Open(img0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := extentAddrs(t, rfs, files)
+	rfs.Close()
+	target := uint64(0)
+	for size := uint64(old - 8<<20); size > 32<<20; size -= 8 << 20 {
+		scratch := filepath.Join(t.TempDir(), "scratch.img")
+		b, err := os.ReadFile(img0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(scratch, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := resizeTo(t, scratch, size); err != nil {
+			break
+		}
+		target = size
+	}
+	if target == 0 {
+		t.Fatal("no shrink succeeded")
+	}
+	t.Logf("shrinking %d MiB to %d MiB", old>>20, target>>20)
+	base := readImage(t, img0)
+	ops := []dataOp{{desc: fmt.Sprintf("resize to %d", target), do: func(fsys *btrfs.FS) error {
+		_, err := fsys.Resize(1, target)
+		return err
+	}}}
+	work := filepath.Join(t.TempDir(), "work.img")
+	check := filepath.Join(t.TempDir(), "crash.img")
+	sizeOf := func(what string) uint64 {
+		f, err := btrfs.Open(check, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer f.Close()
+		info, err := f.Info()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if info.TotalBytes != old && info.TotalBytes != target || info.Devices[0].TotalBytes != info.TotalBytes {
+			t.Fatalf("%s: total_bytes %d, device %d; want %d or %d", what, info.TotalBytes, info.Devices[0].TotalBytes, old, target)
+		}
+		sameFiles(t, f, files)
+		return info.TotalBytes
+	}
+	ref := runWithLoss(t, base, work, nil, nil, ops, lossPoint{}, false, rng)
+	if ref.err != nil {
+		t.Fatalf("shrink without a power loss: %v", ref.err)
+	}
+	crashState(t, ref, check, files, files, "no loss")
+	if got := sizeOf("no loss"); got != target {
+		t.Fatalf("shrink without a power loss left %d bytes", got)
+	}
+	rfs, err = btrfs.Open(check, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for k, a := range extentAddrs(t, rfs, files) {
+		if addrs[k] != a {
+			moved++
+		}
+	}
+	rfs.Close()
+	if moved == 0 {
+		t.Fatal("the shrink moved no data extent")
+	}
+	pts := dataLossPoints(ref.ops, rng, longTests())
+	t.Logf("the shrink made %d writes, %d syncs; trying %d loss points",
+		ref.count[blockdev.OpWrite], ref.count[blockdev.OpSync], len(pts))
+	sizes := map[uint64]int{}
+	for i, lp := range pts {
+		torn := i%2 == 1
+		run := runWithLoss(t, base, work, nil, nil, ops, lp, torn, rng)
+		what := fmt.Sprintf("loss at %s %d (torn %v)", lp.op, lp.n, torn)
+		if !run.lost {
+			t.Fatalf("%s: the loss point was not reached", what)
+		}
+		if run.err == nil {
+			t.Fatalf("%s: the shrink succeeded although the power was lost", what)
+		}
+		crashState(t, run, check, files, files, what)
+		sizes[sizeOf(what)]++
+	}
+	t.Logf("after the losses: %d times the old size, %d times the new", sizes[old], sizes[target])
+	if sizes[old] == 0 {
+		t.Error("no power loss left the old size")
+	}
 }
