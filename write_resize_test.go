@@ -9,8 +9,10 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/gobtrfs/btrfs"
@@ -568,4 +570,89 @@ func TestResizeShrinkPowerLoss(t *testing.T) {
 	if sizes[old] == 0 {
 		t.Error("no power loss left the old size")
 	}
+}
+
+// TestResizeGrowMultiDevice grows the second device of a two-device
+// filesystem (DEVID 2): its device item and superblock copy, and the
+// filesystem's total, take the new size; data fills the new room (raid1
+// metadata needs both devices, single data goes where there is room);
+// btrfs check and the kernel agree. Shrinking it is refused up front.
+func TestResizeGrowMultiDevice(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	r := rand.New(rand.NewChaCha8([32]byte{21}))
+	devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{Size: 128 << 20, DataProfile: "single", MetadataProfile: "raid1"})
+	if err := os.Truncate(devs[1], 384<<20); err != nil {
+		t.Fatal(err)
+	}
+	fsys := openWritable(t, devs)
+	old, err := fsys.Resize(2, 384<<20)
+	if err != nil || old != 128<<20 {
+		t.Fatalf("resize device 2: was %d, %v", old, err)
+	}
+	if _, err := fsys.Resize(2, 64<<20); !errors.Is(err, btrfs.ErrUnsupported) {
+		t.Errorf("shrinking a device of two: %v, want ErrUnsupported", err)
+	}
+	if _, err := fsys.Resize(3, 64<<20); err == nil {
+		t.Error("resizing device 3 of two succeeded")
+	}
+	files := map[string][]byte{}
+	// More than the first 128 MiB devices could hold.
+	if err := writeRandomFiles(t, fsys, r, "f", 90, 3<<20, files); err != nil {
+		t.Fatal(err)
+	}
+	info, err := fsys.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if info.TotalBytes != 512<<20 || info.Devices[1].TotalBytes != 384<<20 || info.Devices[0].TotalBytes != 128<<20 {
+		t.Errorf("after growing device 2: total %d, devices %+v", info.TotalBytes, info.Devices)
+	}
+	btrfstest.Check(t, devs, true)
+	dir := btrfstest.Mount(t, "ro", devs...)
+	got, err := btrfstest.Scan(dir)
+	btrfstest.Unmount(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		sum := sha256.Sum256(data)
+		if e := got.Entries[name]; e == nil || e.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: the kernel shows %+v", name, e)
+		}
+	}
+}
+
+// TestResizeShrinkRefusesSnapshots shrinks a filesystem where the kernel
+// snapshotted the top subvolume, past a chunk in use: refused up front
+// (ErrUnsupported, naming snapshots), the image file untouched.
+func TestResizeShrinkRefusesSnapshots(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	dir := btrfstest.Mount(t, "", img)
+	r := rand.New(rand.NewChaCha8([32]byte{22}))
+	for i := range 20 {
+		data := make([]byte, 3<<20)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("btrfs", "subvolume", "snapshot", dir, filepath.Join(dir, "snap")).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot: %v\n%s", err, out)
+	}
+	btrfstest.Unmount(t, dir)
+	sum := fileSum(t, img)
+	err := resizeTo(t, img, 64<<20)
+	if !errors.Is(err, btrfs.ErrUnsupported) || !strings.Contains(err.Error(), "snapshot") {
+		t.Fatalf("shrinking a snapshotted filesystem: %v, want ErrUnsupported naming snapshots", err)
+	}
+	if fileSum(t, img) != sum {
+		t.Error("the refused shrink changed the image file")
+	}
+	btrfstest.Check(t, []string{img}, true)
 }
