@@ -9,11 +9,6 @@ import (
 	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
-// ErrNeedsRelocation is matched (errors.Is) by the error of a Resize
-// that shrinks past a chunk whose data or tree blocks would have to move
-// and cannot (it matches ErrUnsupported too).
-var ErrNeedsRelocation = txn.ErrNeedsRelocation
-
 // Resize commits the running changes and then makes device devid size
 // bytes long in a transaction of its own, as `btrfs filesystem resize
 // devid:size` does on a mount. It returns the device's size before.
@@ -54,7 +49,7 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 	} else {
 		size = size / (64 << 10) * (64 << 10)
 	}
-	if size == old || (grow && size < old) {
+	if size == old {
 		return old, nil
 	}
 	t, err := w.tfs.Begin()

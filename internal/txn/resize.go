@@ -104,10 +104,6 @@ func (t *Txn) growSizesDevices(g *growth) {
 	}
 }
 
-// ErrNeedsRelocation is returned by ShrinkTo when a chunk past the new end
-// holds data or tree blocks that would have to move.
-var ErrNeedsRelocation = fmt.Errorf("%w: a chunk past the new end is in use and would have to move", ErrUnsupported)
-
 // ShrinkTo makes the single device end at size bytes (a multiple of 64
 // KiB, at least 1 MiB more than the reserved first MiB): chunks whose
 // stripes lie past it are removed when empty (another chunk of their type
@@ -190,8 +186,9 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	return nil
 }
 
-// planShrinkTo picks the cut or removal of every chunk with a stripe
-// past size on dev and applies each in memory (cutInMemory).
+// planShrinkTo drops (in memory) the groups relocation emptied: after
+// planRelocation's cuts and drops they are the only chunks left past
+// size on dev.
 func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -206,52 +203,15 @@ func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut,
 	}
 	var cuts []shrinkCut
 	for _, c := range past {
-		if c.Profile() != chunk.Single && c.Profile() != chunk.DUP {
-			return cuts, fmt.Errorf("%w: shrinking %s chunk %d", ErrUnsupported, c.Profile(), c.Logical())
-		}
 		grp := t.fs.space.Group(uint64(c.Logical()))
-		if grp == nil || grp.Start != uint64(c.Logical()) || grp.Length != c.Length() {
-			return cuts, disk.Corruptf("chunk %d: no block group of the same range", c.Logical())
+		if grp == nil || !grp.ReadOnly {
+			return cuts, fmt.Errorf("chunk %d: past the new end and not relocated", c.Logical())
 		}
-		if grp.ReadOnly {
-			// Emptied by relocation: it goes whatever is pinned in it.
-			if grp.Used != 0 {
-				return cuts, fmt.Errorf("chunk %d: %d bytes still used after moving what it held", c.Logical(), grp.Used)
-			}
-			cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize(), relocated: true}
-			if err := t.cutInMemory(g, cut); err != nil {
-				return cuts, err
-			}
-			cuts = append(cuts, cut)
-			continue
+		// Emptied by relocation: it goes whatever is pinned in it.
+		if grp.Used != 0 {
+			return cuts, fmt.Errorf("chunk %d: %d bytes still used after moving what it held", c.Logical(), grp.Used)
 		}
-		used := t.fs.space.UsedEnd(grp) - grp.Start
-		// The longest stripe every stripe of the chunk keeps below size.
-		keep := c.StripeSize()
-		for k := 0; k < c.NumStripes(); k++ {
-			off := uint64(c.Stripe(k).Offset)
-			if off >= size {
-				keep = 0
-				break
-			}
-			keep = min(keep, (size-off)/chunkAlign*chunkAlign)
-		}
-		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize()}
-		if used == 0 && keep < minStripe && !t.removable(c) {
-			// The last chunk of its type: a new one below the end keeps
-			// the type and profile (empty, as the kernel's balance
-			// leaves one).
-			if err := t.growLocked(c.Type() & disk.BlockGroupTypeMask); err != nil {
-				return cuts, fmt.Errorf("chunk %d: a chunk to replace it: %w", c.Logical(), err)
-			}
-		}
-		switch {
-		case used == 0 && t.removable(c):
-		case keep >= minStripe && used <= keep:
-			cut.newLen = keep
-		default:
-			return cuts, fmt.Errorf("chunk %d (%s, %d bytes used up to %d): %w", c.Logical(), c.Profile(), grp.Used, grp.Start+used, ErrNeedsRelocation)
-		}
+		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize(), relocated: true}
 		if err := t.cutInMemory(g, cut); err != nil {
 			return cuts, err
 		}
