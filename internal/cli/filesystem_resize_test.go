@@ -114,3 +114,34 @@ func TestFilesystemResize(t *testing.T) {
 		t.Errorf("resize --help: exit %d, %q", code, out)
 	}
 }
+
+// TestFilesystemResizeBlockDevice grows a filesystem on a loop device to
+// the device's size with max (the file behind it was extended first), and
+// refuses to grow past the device; the kernel then mounts it at the new
+// size and btrfs check is clean.
+func TestFilesystemResizeBlockDevice(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20})
+	if err := os.Truncate(img, 200<<20); err != nil {
+		t.Fatal(err)
+	}
+	dev := btrfstest.Attach(t, img)
+	want := "Resize device id 1 (" + dev + ") from 128.00MiB to 200.00MiB\n"
+	if out := ok(t, "filesystem", "resize", "max", dev); out != want {
+		t.Errorf("resize max on %s: %q, want %q", dev, out, want)
+	}
+	_, stderr, code := run(t, "filesystem", "resize", "+1M", dev)
+	if code != ExitFailure || !strings.Contains(stderr, "File too large") {
+		t.Errorf("growing past the block device: exit %d, %q", code, stderr)
+	}
+	btrfstest.Check(t, []string{dev}, false)
+	if out := ok(t, "filesystem", "show", "--raw", dev); !strings.Contains(out, "size 209715200 ") {
+		t.Errorf("after resize max: %s", out)
+	}
+	dir := btrfstest.Mount(t, "", dev)
+	if err := os.WriteFile(dir+"/after", []byte("written by the kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{dev}, true)
+}
