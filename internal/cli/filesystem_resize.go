@@ -233,6 +233,14 @@ func resizeImage(cmd *cobra.Command, ff *fsFlags, spec resizeSpec, image string)
 		}
 		size = cur - spec.size
 	}
+	// The library's rounding, done here so that the file is extended to
+	// what the filesystem will take: sectors when growing, whole 64 KiB
+	// stripe elements when shrinking.
+	if size > cur {
+		size = max(cur, size/uint64(info.SectorSize)*uint64(info.SectorSize))
+	} else {
+		size = size / (64 << 10) * (64 << 10)
+	}
 	regular := fi.Mode().IsRegular()
 	if size > capacity && !regular {
 		return fmt.Errorf("unable to resize '%s': device %s holds only %d bytes: File too large", image, dev.Path, capacity)
