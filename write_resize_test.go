@@ -797,3 +797,69 @@ func TestResizeShrinkMovesEveryKind(t *testing.T) {
 		})
 	}
 }
+
+// TestResizeShrinkCutsAcrossChunk shrinks into the middle of a large data
+// chunk the kernel filled: only the extents past the new end move (to the
+// chunk's own free part and the others), and the chunk is cut there; moving
+// the whole chunk, as the kernel's balance does, would not fit. The
+// kernel's view is unchanged, btrfs check clean.
+func TestResizeShrinkCutsAcrossChunk(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := mkfs62(t, btrfstest.MkfsOptions{Size: 1 << 30})
+	dir := btrfstest.Mount(t, "", img)
+	r := rand.New(rand.NewChaCha8([32]byte{24}))
+	for i := range 40 {
+		data := make([]byte, 3<<20)
+		for j := range data {
+			data[j] = byte(r.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d", i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	btrfstest.Unmount(t, dir)
+	dir = btrfstest.Mount(t, "", img)
+	for i := range 30 {
+		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("f%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	btrfstest.Unmount(t, dir)
+	want := kernelTree(t, img)
+	groups := func() map[uint64]uint64 {
+		fsys, err := btrfs.Open(img, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fsys.Close()
+		info, err := fsys.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[uint64]uint64{}
+		for _, g := range info.BlockGroups {
+			if g.Type == "DATA" {
+				out[g.Start] = g.Length
+			}
+		}
+		return out
+	}
+	before := groups()
+	if err := resizeTo(t, img, 200<<20); err != nil {
+		t.Fatal(err)
+	}
+	checkResized(t, img, 200<<20)
+	after := groups()
+	cut := false
+	for start, length := range after {
+		if old, ok := before[start]; ok && length < old {
+			cut = true
+		}
+	}
+	if !cut {
+		t.Errorf("no data block group was cut: before %v, after %v", before, after)
+	}
+	if d := btrfstest.Diff(want, kernelTree(t, img), btrfstest.DiffOptions{CompareNlink: true}); len(d) > 0 {
+		t.Fatalf("after the shrink the kernel shows:\n%s", strings.Join(d, "\n"))
+	}
+}

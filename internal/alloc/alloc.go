@@ -65,6 +65,9 @@ func findIn(g *BlockGroup, size, align uint64, noCross bool) (uint64, bool) {
 		if !ok {
 			return 0, false
 		}
+		if g.Limit != 0 && a+size > g.Limit {
+			return 0, false // Find is first fit: nothing later fits either
+		}
 		rel := a - g.Start
 		if !noCross || rel/stripeLen == (rel+size-1)/stripeLen {
 			return a, true

@@ -27,6 +27,9 @@ type BlockGroup struct {
 	// ReadOnly keeps Alloc out of the group: a resize empties it to
 	// remove its chunk (the kernel's read-only block group).
 	ReadOnly bool
+	// Limit, when not 0, keeps Alloc below this address: a resize empties
+	// the group's tail to cut its chunk there.
+	Limit uint64
 }
 
 // End returns Start + Length.

@@ -92,9 +92,32 @@ func (t *Txn) groupExtents(start, end uint64) ([]*relocExtent, error) {
 	return out, err
 }
 
-// relocPlan is what ShrinkTo moves: the groups to empty.
+// relocRange is a part of a block group to empty: from its cut point
+// (from) to its end; from == Start for the whole group.
+type relocRange struct {
+	grp  *alloc.BlockGroup
+	from uint64
+}
+
+// extents returns the extents of the running extent tree that overlap
+// the range (an extent across the cut point moves whole).
+func (t *Txn) extentsIn(r relocRange) ([]*relocExtent, error) {
+	exts, err := t.groupExtents(r.grp.Start, r.grp.End())
+	if err != nil {
+		return nil, err
+	}
+	out := exts[:0]
+	for _, e := range exts {
+		if e.start+e.length > r.from {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// relocPlan is what ShrinkTo moves: the parts of groups to empty.
 type relocPlan struct {
-	groups []*alloc.BlockGroup
+	ranges []relocRange
 	// drops are the chunks cut or removed without moving anything: past
 	// the end, and empty ones below it removed for room (gone from the
 	// space model and the chunk map, their items not yet from the trees:
@@ -160,7 +183,11 @@ func (t *Txn) dropEmptyBelow(g *growth, dev disk.DevID, size uint64, moving map[
 // t.mu is not held.
 func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan, error) {
 	plan := &relocPlan{}
-	var past []*chunk.Chunk
+	type pastChunk struct {
+		c    *chunk.Chunk
+		keep uint64 // the stripe length that stays below size, 0: none
+	}
+	var past []pastChunk
 	err := func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -207,7 +234,7 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 			case keep >= minStripe && used <= keep:
 				cut.newLen = keep
 			default:
-				past = append(past, c)
+				past = append(past, pastChunk{c, keep})
 				continue
 			}
 			// Cut or dropped now, before anything moves, so that nothing
@@ -231,18 +258,29 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 	stripes := map[uint64]uint64{}
 	moving := map[uint64]bool{}
 	var dataSizes []uint64 // the data extents to move: each needs one free range
-	for _, c := range past {
+	cutAt := map[uint64]uint64{} // groups emptied past a cut point: the point
+	for _, p := range past {
+		c := p.c
 		grp := t.fs.space.Group(uint64(c.Logical()))
 		typ := c.Type() & disk.BlockGroupTypeMask
-		need[typ] += grp.Used
 		stripes[typ] = uint64(c.NumStripes())
-		moving[grp.Start] = true
-		plan.groups = append(plan.groups, grp)
-		exts, err := t.groupExtents(grp.Start, grp.End())
+		r := relocRange{grp: grp, from: grp.Start}
+		if p.keep >= minStripe {
+			// Only what lies past the cut moves (SINGLE and DUP: the
+			// chunk's offsets are its stripes' offsets); the kernel
+			// moves whole chunks, which needs more room.
+			r.from = grp.Start + p.keep
+			cutAt[grp.Start] = r.from
+		} else {
+			moving[grp.Start] = true
+		}
+		plan.ranges = append(plan.ranges, r)
+		exts, err := t.extentsIn(r)
 		if err != nil {
 			return nil, err // shared extents: refused before anything changed
 		}
 		for _, e := range exts {
+			need[typ] += e.length
 			if e.data {
 				dataSizes = append(dataSizes, e.length)
 			}
@@ -265,10 +303,14 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 			if moving[grp.Start] || grp.ReadOnly {
 				continue
 			}
+			free := grp.Free.Clone()
+			if at, ok := cutAt[grp.Start]; ok {
+				free.Remove(at, grp.End())
+			}
 			typ := grp.Flags & disk.BlockGroupTypeMask
-			room[typ] += grp.Free.Bytes()
+			room[typ] += free.Bytes()
 			if typ == disk.BlockGroupData {
-				dataFree = append(dataFree, grp.Free.Clone())
+				dataFree = append(dataFree, free)
 			}
 		}
 		holes := g.free[dev].Clone()
@@ -343,8 +385,12 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 		return nil, fmt.Errorf("%w: the %d bytes in use in the chunks past %d do not fit below it (%d bytes more would be needed)",
 			alloc.ErrNoSpace, used, size, n)
 	}
-	for _, grp := range plan.groups {
-		grp.ReadOnly = true
+	for _, r := range plan.ranges {
+		if r.from == r.grp.Start {
+			r.grp.ReadOnly = true
+		} else {
+			r.grp.Limit = r.from
+		}
 	}
 	return plan, nil
 }
@@ -352,11 +398,11 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 // relocateData copies every data extent of the plan's groups to a new
 // extent, rewriting the file extent items that point at it.
 func (t *Txn) relocateData(plan *relocPlan) error {
-	for _, grp := range plan.groups {
-		if grp.Flags&disk.BlockGroupData == 0 {
+	for _, r := range plan.ranges {
+		if r.grp.Flags&disk.BlockGroupData == 0 {
 			continue
 		}
-		exts, err := t.groupExtents(grp.Start, grp.End())
+		exts, err := t.extentsIn(r)
 		if err != nil {
 			return err
 		}
@@ -496,14 +542,14 @@ func (t *Txn) relocateTrees(plan *relocPlan) error {
 	tried := map[uint64]int{}
 	for round := 0; ; round++ {
 		var left []*relocExtent
-		for _, grp := range plan.groups {
-			exts, err := t.groupExtents(grp.Start, grp.End())
+		for _, r := range plan.ranges {
+			exts, err := t.extentsIn(r)
 			if err != nil {
 				return err
 			}
 			for _, e := range exts {
 				if e.data {
-					return disk.Corruptf("data extent %d left in group %d after moving its data", e.start, grp.Start)
+					return disk.Corruptf("data extent %d left in group %d after moving its data", e.start, r.grp.Start)
 				}
 				left = append(left, e)
 			}

@@ -186,9 +186,9 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	return nil
 }
 
-// planShrinkTo drops (in memory) the groups relocation emptied: after
-// planRelocation's cuts and drops they are the only chunks left past
-// size on dev.
+// planShrinkTo drops or cuts (in memory) the groups relocation emptied
+// whole or past their cut point: after planRelocation's cuts and drops
+// they are the only chunks left past size on dev.
 func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -204,14 +204,18 @@ func (t *Txn) planShrinkTo(g *growth, dev disk.DevID, size uint64) ([]shrinkCut,
 	var cuts []shrinkCut
 	for _, c := range past {
 		grp := t.fs.space.Group(uint64(c.Logical()))
-		if grp == nil || !grp.ReadOnly {
+		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize(), relocated: true}
+		switch {
+		case grp != nil && grp.ReadOnly:
+			// Emptied by relocation: it goes whatever is pinned in it.
+			if grp.Used != 0 {
+				return cuts, fmt.Errorf("chunk %d: %d bytes still used after moving what it held", c.Logical(), grp.Used)
+			}
+		case grp != nil && grp.Limit != 0:
+			cut.newLen = grp.Limit - grp.Start // its tail emptied
+		default:
 			return cuts, fmt.Errorf("chunk %d: past the new end and not relocated", c.Logical())
 		}
-		// Emptied by relocation: it goes whatever is pinned in it.
-		if grp.Used != 0 {
-			return cuts, fmt.Errorf("chunk %d: %d bytes still used after moving what it held", c.Logical(), grp.Used)
-		}
-		cut := shrinkCut{logical: c.Logical(), old: c.Item(), oldStripe: c.StripeSize(), relocated: true}
 		if err := t.cutInMemory(g, cut); err != nil {
 			return cuts, err
 		}

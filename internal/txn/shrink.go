@@ -34,8 +34,9 @@ type shrinkCut struct {
 	old       disk.ChunkItem
 	oldStripe uint64
 	newLen    uint64
-	// relocated marks a group emptied by relocation: bytes freed in it
-	// may still be pinned, and go with it (alloc.DropGroup).
+	// relocated marks a group emptied (or cut past newLen) by
+	// relocation: bytes freed in the part that goes may still be pinned,
+	// and go with it (alloc.DropGroup, alloc.CutRelocated).
 	relocated bool
 }
 
@@ -249,8 +250,10 @@ func (t *Txn) cutInMemory(g *growth, cut shrinkCut) error {
 	}
 	var err error
 	switch {
-	case cut.relocated:
+	case cut.relocated && cut.newLen == 0:
 		err = t.fs.space.DropGroup(start)
+	case cut.relocated:
+		err = t.fs.space.CutRelocated(start, cut.newLen)
 	case cut.newLen == 0:
 		err = t.fs.space.RemoveGroup(start)
 	default:
