@@ -257,7 +257,7 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 	need := map[uint64]uint64{}
 	stripes := map[uint64]uint64{}
 	moving := map[uint64]bool{}
-	var dataSizes []uint64 // the data extents to move: each needs one free range
+	var dataSizes []uint64       // the data extents to move: each needs one free range
 	cutAt := map[uint64]uint64{} // groups emptied past a cut point: the point
 	for _, p := range past {
 		c := p.c
