@@ -14,8 +14,9 @@ import (
 // superblock mirrors past the new end are left as they were (the kernel
 // only reads mirrors inside total_bytes). It returns the new size in
 // bytes. Single-device filesystems only (ErrUnsupported, before anything
-// is committed); the image is then full, so the kernel needs `btrfs
-// filesystem resize` on a larger file before it can write much.
+// is committed); the image is then full, so it needs Resize (`gobtrfs
+// filesystem resize`, or the kernel's on a larger file) before it can take
+// much more. Resize shrinks to a given size, moving what is in the way.
 func (fsys *FS) Shrink() (int64, error) {
 	w, err := fsys.writable("shrink", ".")
 	if err != nil {

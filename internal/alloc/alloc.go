@@ -44,7 +44,7 @@ func (s *Space) Alloc(want, size, align uint64) (uint64, error) {
 		return 0, fmt.Errorf("alloc: tree block size %d exceeds the 64 KiB stripe", size)
 	}
 	for _, g := range s.groups {
-		if !typeMatches(g.Flags, want) {
+		if !typeMatches(g.Flags, want) || g.ReadOnly {
 			continue
 		}
 		if a, ok := findIn(g, size, align, noCross); ok {
@@ -64,6 +64,9 @@ func findIn(g *BlockGroup, size, align uint64, noCross bool) (uint64, bool) {
 		a, ok := g.Free.Find(size, align, from)
 		if !ok {
 			return 0, false
+		}
+		if g.Limit != 0 && a+size > g.Limit {
+			return 0, false // Find is first fit: nothing later fits either
 		}
 		rel := a - g.Start
 		if !noCross || rel/stripeLen == (rel+size-1)/stripeLen {

@@ -63,3 +63,47 @@ func (s *Space) RemoveGroup(start uint64) error {
 	s.groups = append(s.groups[:i], s.groups[i+1:]...)
 	return nil
 }
+
+// DropGroup removes the group starting at start, emptied by relocation:
+// nothing may be allocated in it, but the bytes freed in it stay pinned
+// until the commit, and go with it (the commit that removes its chunk is
+// the one that frees them; nothing after it can reach them).
+func (s *Space) DropGroup(start uint64) error {
+	g, i, err := s.groupAt(start)
+	if err != nil {
+		return err
+	}
+	if g.Used != 0 {
+		return fmt.Errorf("alloc: drop group %d: %d bytes used", start, g.Used)
+	}
+	s.pinned.Remove(g.Start, g.End())
+	s.fresh.Remove(g.Start, g.End())
+	s.groups = append(s.groups[:i], s.groups[i+1:]...)
+	return nil
+}
+
+// CutRelocated cuts the group starting at start to length bytes after a
+// resize emptied the part past it: the bytes freed there stay pinned
+// until the commit and go with the cut (as DropGroup), then ShrinkGroup's
+// rules apply (nothing allocated may remain past the cut).
+func (s *Space) CutRelocated(start, length uint64) error {
+	g, _, err := s.groupAt(start)
+	if err != nil {
+		return err
+	}
+	if length == 0 || length >= g.Length {
+		return fmt.Errorf("alloc: cut group %d from %d to %d bytes: not a cut", start, g.Length, length)
+	}
+	tail, end := start+length, g.End()
+	for i := s.pinned.after(tail); i < len(s.pinned.r) && s.pinned.r[i].Start < end; i++ {
+		p := s.pinned.r[i]
+		g.Free.Insert(max(p.Start, tail), min(p.End, end))
+	}
+	s.pinned.Remove(tail, end)
+	s.fresh.Remove(tail, end)
+	if err := s.ShrinkGroup(start, length); err != nil {
+		return err
+	}
+	g.Limit = 0
+	return nil
+}

@@ -68,3 +68,43 @@ func TestShrinkGroup(t *testing.T) {
 		t.Fatalf("groups after removal: %d", len(s.Groups()))
 	}
 }
+
+// TestReadOnlyAndDropGroup: a read-only group takes no allocation (the
+// next group of the type does, or ErrNoSpace), and DropGroup removes a
+// group whose bytes were all freed, pinned ones with it, but not one
+// still used.
+func TestReadOnlyAndDropGroup(t *testing.T) {
+	const mib = 1 << 20
+	s := &Space{nodesize: 4096, sectorsize: 4096}
+	for _, start := range []uint64{mib, 9 * mib} {
+		if err := s.AddGroup(start, 8*mib, 4, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := s.Alloc(4, 4096, 4096)
+	if err != nil || a != mib {
+		t.Fatalf("first allocation at %d, %v", a, err)
+	}
+	g := s.Group(mib)
+	g.ReadOnly = true
+	b, err := s.Alloc(4, 4096, 4096)
+	if err != nil || b < 9*mib {
+		t.Fatalf("allocation with the first group read-only at %d, %v", b, err)
+	}
+	if err := s.DropGroup(mib); err == nil {
+		t.Fatal("dropped a group with a used block")
+	}
+	if err := s.Free(a, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropGroup(mib); err != nil {
+		t.Fatalf("drop the emptied group (its block pinned): %v", err)
+	}
+	if s.Group(mib) != nil || s.Pinned().Overlaps(mib, 9*mib) {
+		t.Fatal("the dropped group or its pinned bytes remain")
+	}
+	s.Group(9 * mib).ReadOnly = true
+	if _, err := s.Alloc(4, 4096, 4096); err != ErrNoSpace {
+		t.Fatalf("allocation with every group read-only: %v, want ErrNoSpace", err)
+	}
+}

@@ -24,6 +24,12 @@ type BlockGroup struct {
 	// Excluded holds the gaps that map onto a superblock copy (or lie
 	// below logical 64 KiB): never allocated, but free in the FST.
 	Excluded Extents
+	// ReadOnly keeps Alloc out of the group: a resize empties it to
+	// remove its chunk (the kernel's read-only block group).
+	ReadOnly bool
+	// Limit, when not 0, keeps Alloc below this address: a resize empties
+	// the group's tail to cut its chunk there.
+	Limit uint64
 }
 
 // End returns Start + Length.

@@ -18,11 +18,12 @@ import (
 func newFilesystemCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "filesystem",
-		Short: "Filesystem commands (show, df, du)",
+		Short: "Filesystem commands (show, df, du, label, resize)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("missing subcommand; see --help") },
 	}
-	cmd.AddCommand(newFilesystemShowCommand(), newFilesystemDfCommand(), newFilesystemDuCommand())
+	cmd.AddCommand(newFilesystemShowCommand(), newFilesystemDfCommand(), newFilesystemDuCommand(),
+		newFilesystemLabelCommand(), newFilesystemResizeCommand())
 	return cmd
 }
 

@@ -106,7 +106,7 @@ anything is written when the input can be read twice (not for --tar -).`,
 	f.StringVar(&fl.compress, "compress", "", "compress file data: zlib, lzo or zstd, optionally :LEVEL")
 	f.StringVar(&fl.chown, "chown", "", "owner of every entry, UID:GID")
 	f.StringVar(&fl.chmod, "chmod", "", "mode override of every entry (rsync --chmod notation)")
-	f.BoolVar(&fl.shrink, "shrink", false, "make the image as small as the tree allows")
+	f.BoolVar(&fl.shrink, "shrink", false, "make the image as small as the tree allows (grow it again with filesystem resize)")
 	f.BoolVar(&fl.reproducible, "reproducible", false, "byte-identical output for the same input (implied by SOURCE_DATE_EPOCH)")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "no progress display")
 	f.BoolVarP(&fl.force, "force", "f", false, "overwrite an existing filesystem or partition table")

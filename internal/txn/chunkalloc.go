@@ -33,6 +33,7 @@ type growth struct {
 	chunks []*newChunk
 	added  map[disk.DevID]uint64 // dev extent bytes added per device
 	shrunk *shrinkState          // what Shrink changed (shrink.go), nil if not called
+	grown  map[disk.DevID]uint64 // new sizes of the devices Grow grew (resize.go)
 }
 
 // newChunk is a chunk allocated in the running transaction.

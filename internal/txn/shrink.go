@@ -34,6 +34,10 @@ type shrinkCut struct {
 	old       disk.ChunkItem
 	oldStripe uint64
 	newLen    uint64
+	// relocated marks a group emptied (or cut past newLen) by
+	// relocation: bytes freed in the part that goes may still be pinned,
+	// and go with it (alloc.DropGroup, alloc.CutRelocated).
+	relocated bool
 }
 
 // Shrink makes a single-device filesystem as small as it can be without
@@ -75,6 +79,9 @@ func (t *Txn) Shrink() (uint64, error) {
 	g, err := t.startGrowth()
 	if err != nil {
 		return 0, fmt.Errorf("shrink: %w", err)
+	}
+	if g.grown != nil {
+		return 0, fmt.Errorf("shrink: %w: growing and shrinking in one transaction", ErrUnsupported)
 	}
 	if g.shrunk == nil {
 		g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
@@ -242,9 +249,14 @@ func (t *Txn) cutInMemory(g *growth, cut shrinkCut) error {
 		}
 	}
 	var err error
-	if cut.newLen == 0 {
+	switch {
+	case cut.relocated && cut.newLen == 0:
+		err = t.fs.space.DropGroup(start)
+	case cut.relocated:
+		err = t.fs.space.CutRelocated(start, cut.newLen)
+	case cut.newLen == 0:
 		err = t.fs.space.RemoveGroup(start)
-	} else {
+	default:
 		err = t.fs.space.ShrinkGroup(start, cut.newLen)
 	}
 	if err != nil {
@@ -442,7 +454,11 @@ func (t *Txn) shrinkDevItem(dev disk.DevID, freed, total uint64) error {
 // growSuper appends the SYSTEM chunks made in this transaction.
 func (t *Txn) shrinkSuper(sb *disk.Superblock) error {
 	g := t.growthOf()
-	if g == nil || g.shrunk == nil {
+	if g == nil {
+		return nil
+	}
+	t.growSizesSuper(g, sb)
+	if g.shrunk == nil {
 		return nil
 	}
 	s := g.shrunk
@@ -475,6 +491,7 @@ func (t *Txn) shrinkSuper(sb *disk.Superblock) error {
 // superblock dev_item (which writeSupers copies), once nothing can abort
 // the commit; growDevices then adds the new chunks.
 func (t *Txn) shrinkDevices(g *growth) {
+	t.growSizesDevices(g)
 	if g.shrunk == nil {
 		return
 	}

@@ -186,7 +186,10 @@ func (fs *FS) writeSupers(sb *disk.Superblock, devItems map[disk.DevID]disk.DevI
 	for _, m := range fs.set.Members {
 		for i := 0; i < disk.SuperMirrorMax; i++ {
 			off := disk.SuperblockOffsetOf(i)
-			if int64(off)+disk.SuperblockSize > m.Device.Size() {
+			// As the kernel: only the mirrors inside the device's
+			// total_bytes (a shrunk filesystem on a larger block
+			// device leaves the rest alone).
+			if int64(off)+disk.SuperblockSize > m.Device.Size() || i > 0 && uint64(off)+disk.SuperblockSize > devItems[m.DevID()].TotalBytes {
 				break
 			}
 			c := *sb
