@@ -110,7 +110,7 @@ func requireConverted(t *testing.T, img string) {
 }
 
 // fileSum is the hex SHA-256 of b.
-func fileSum(b []byte) string {
+func bytesSum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
@@ -170,7 +170,7 @@ func TestSpaceCacheV1Convert(t *testing.T) {
 		if err := fsys.WriteFile(name, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		sums[name] = fileSum(data)
+		sums[name] = bytesSum(data)
 	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
