@@ -109,7 +109,7 @@ func requireConverted(t *testing.T, img string) {
 	}
 }
 
-// fileSum is the hex SHA-256 of b.
+// bytesSum is the hex SHA-256 of b.
 func bytesSum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
