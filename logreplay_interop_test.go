@@ -1,0 +1,251 @@
+//go:build linux
+
+package btrfs_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/blockdev"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+)
+
+// logCase is one kind of change the kernel logs: setup runs and is
+// committed (sync), then ops runs with its fsyncs and the image is copied
+// before the next commit, log and all.
+type logCase struct {
+	name  string
+	setup func(t *testing.T, dir string)
+	ops   func(t *testing.T, dir string)
+}
+
+func logMust(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fsyncPath opens p (a file or directory) and fsyncs it.
+func fsyncPath(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.Open(p)
+	logMust(t, err)
+	defer f.Close()
+	logMust(t, f.Sync())
+}
+
+// writeSync writes data to p at off (creating p) and fsyncs it.
+func writeSync(t *testing.T, p string, data []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	logMust(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(data, off)
+	logMust(t, err)
+	logMust(t, f.Sync())
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7+i/4096)
+	}
+	return b
+}
+
+func logCases() []logCase {
+	return []logCase{
+		{"new-files", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+		}, func(t *testing.T, dir string) {
+			writeSync(t, filepath.Join(dir, "d/new"), pattern(100000, 1), 0)
+			writeSync(t, filepath.Join(dir, "d/small"), []byte("inline bytes"), 0)
+		}},
+		{"append-overwrite", func(t *testing.T, dir string) {
+			logMust(t, os.WriteFile(filepath.Join(dir, "f"), pattern(50000, 2), 0o644))
+			logMust(t, os.WriteFile(filepath.Join(dir, "g"), pattern(3000, 3), 0o644))
+		}, func(t *testing.T, dir string) {
+			writeSync(t, filepath.Join(dir, "f"), pattern(8192, 9), 8192)
+			writeSync(t, filepath.Join(dir, "f"), pattern(30000, 4), 50000)
+			writeSync(t, filepath.Join(dir, "g"), pattern(20000, 5), 3000)
+		}},
+		{"rename-link", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+			logMust(t, os.WriteFile(filepath.Join(dir, "x"), pattern(9000, 6), 0o644))
+			logMust(t, os.WriteFile(filepath.Join(dir, "d/w"), []byte("w"), 0o644))
+		}, func(t *testing.T, dir string) {
+			logMust(t, os.Rename(filepath.Join(dir, "x"), filepath.Join(dir, "d/y")))
+			logMust(t, os.Link(filepath.Join(dir, "d/y"), filepath.Join(dir, "d/z")))
+			fsyncPath(t, filepath.Join(dir, "d/y"))
+			logMust(t, os.Rename(filepath.Join(dir, "d/w"), filepath.Join(dir, "d/w2")))
+			fsyncPath(t, filepath.Join(dir, "d/w2"))
+		}},
+		{"unlink-fsync-dir", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+			for _, n := range []string{"a", "b", "c"} {
+				logMust(t, os.WriteFile(filepath.Join(dir, "d", n), pattern(5000, 7), 0o644))
+			}
+		}, func(t *testing.T, dir string) {
+			logMust(t, os.Remove(filepath.Join(dir, "d/a")))
+			logMust(t, os.Remove(filepath.Join(dir, "d/c")))
+			fsyncPath(t, filepath.Join(dir, "d"))
+		}},
+		{"xattrs", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "f")
+			logMust(t, os.WriteFile(p, []byte("x"), 0o644))
+			logMust(t, unix.Setxattr(p, "user.a", []byte("1"), 0))
+			logMust(t, unix.Setxattr(p, "user.keep", []byte("k"), 0))
+		}, func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "f")
+			logMust(t, unix.Setxattr(p, "user.b", []byte("2"), 0))
+			logMust(t, unix.Removexattr(p, "user.a"))
+			logMust(t, unix.Setxattr(p, "user.keep", []byte("changed"), 0))
+			fsyncPath(t, p)
+		}},
+		{"fsync-new-dir", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "top"), 0o755))
+		}, func(t *testing.T, dir string) {
+			d := filepath.Join(dir, "top/d2")
+			logMust(t, os.Mkdir(d, 0o750))
+			logMust(t, os.WriteFile(filepath.Join(d, "e1"), nil, 0o600))
+			logMust(t, os.WriteFile(filepath.Join(d, "e2"), []byte("two"), 0o644))
+			logMust(t, os.Mkdir(filepath.Join(d, "sub"), 0o755))
+			fsyncPath(t, d)
+		}},
+	}
+}
+
+// makeLogImage runs c on a new kernel filesystem mounted with a long
+// commit interval and returns a copy of the image taken after the fsyncs,
+// before any commit: a filesystem with a log to replay.
+func makeLogImage(t *testing.T, c logCase) string {
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	dir := btrfstest.Mount(t, "commit=300", img)
+	c.setup(t, dir)
+	logMust(t, exec.Command("btrfs", "filesystem", "sync", dir).Run())
+	c.ops(t, dir)
+	cp := filepath.Join(t.TempDir(), "logged.img")
+	if out, err := exec.Command("cp", "--sparse=always", img, cp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	btrfstest.Unmount(t, dir)
+	if logRootOf(t, cp) == 0 {
+		t.Fatal("the copy has no log tree")
+	}
+	return cp
+}
+
+// logRootOf is the log_root of img's primary superblock.
+func logRootOf(t *testing.T, img string) uint64 {
+	t.Helper()
+	f, err := blockdev.OpenFile(img, true)
+	logMust(t, err)
+	defer f.Close()
+	sb, _, err := blockdev.ReadSuper(f, 0)
+	logMust(t, err)
+	return uint64(sb.LogRoot)
+}
+
+// copyFile copies src to a new file in a temporary directory.
+func copyFile(t *testing.T, src, name string) string {
+	dst := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("cp", "--sparse=always", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	return dst
+}
+
+func fileSum(t *testing.T, p string) [32]byte {
+	b, err := os.ReadFile(p)
+	logMust(t, err)
+	return sha256.Sum256(b)
+}
+
+var logDiff = btrfstest.DiffOptions{CompareNlink: true, IgnoreHoles: true}
+
+func diffTrees(t *testing.T, what string, want, got *btrfstest.Tree) {
+	t.Helper()
+	for _, d := range btrfstest.Diff(want, got, logDiff) {
+		t.Errorf("%s: %s", what, d)
+	}
+}
+
+// kernelView mounts a copy of img (the kernel replays its log) and scans it.
+func kernelView(t *testing.T, img string) *btrfstest.Tree {
+	k := copyFile(t, img, "kernel.img")
+	dir := btrfstest.Mount(t, "", k)
+	tr, err := btrfstest.Scan(dir)
+	logMust(t, err)
+	btrfstest.Unmount(t, dir)
+	return tr
+}
+
+// TestLogReplayInterop: for each case, the kernel's replay of a copy is the
+// oracle; our read-only open shows the same without changing the image;
+// our writable open replays it, writes on, and btrfs check and the kernel
+// agree; the kernel writes more and check stays clean.
+func TestLogReplayInterop(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	for _, c := range logCases() {
+		t.Run(c.name, func(t *testing.T) { logReplayCase(t, c) })
+	}
+}
+
+func logReplayCase(t *testing.T, c logCase) {
+	img := makeLogImage(t, c)
+	want := kernelView(t, img)
+
+	// The log must matter: the last commit alone differs from the
+	// kernel's view.
+	last, err := btrfs.Open(img, &btrfs.Options{NoLogReplay: true})
+	logMust(t, err)
+	if len(btrfstest.Diff(want, ops2Read(t, last), logDiff)) == 0 {
+		t.Error("the last commit already shows what the kernel shows: nothing replayed")
+	}
+	logMust(t, last.Close())
+
+	before := fileSum(t, img)
+	ro, err := btrfs.Open(img, nil)
+	logMust(t, err)
+	diffTrees(t, "read-only open vs kernel", want, ops2Read(t, ro))
+	if w := ro.Warnings(); len(w) > 0 {
+		t.Errorf("read-only open warns: %q", w)
+	}
+	logMust(t, ro.Close())
+	if fileSum(t, img) != before {
+		t.Fatal("read-only open changed the image")
+	}
+
+	fsys, err := btrfs.OpenWritable(img, nil)
+	logMust(t, err)
+	diffTrees(t, "writable open vs kernel", want, ops2Read(t, fsys))
+	logMust(t, fsys.WriteFile("ours-after-replay", pattern(20000, 11), 0o644))
+	logMust(t, fsys.Mkdir("ours-dir", 0o755))
+	ours := ops2Read(t, fsys)
+	logMust(t, fsys.Close())
+	if logRootOf(t, img) != 0 {
+		t.Error("log_root still set after our replay")
+	}
+	btrfstest.Check(t, []string{img}, true)
+
+	dir := btrfstest.Mount(t, "", img)
+	got, err := btrfstest.Scan(dir)
+	logMust(t, err)
+	diffTrees(t, "kernel after our replay vs our view", ours, got)
+	for _, p := range []string{"ours-after-replay", "ours-dir"} {
+		if got.Entries[p] == nil {
+			t.Errorf("kernel does not see %s", p)
+		}
+	}
+	logMust(t, os.WriteFile(filepath.Join(dir, "kernel-after"), bytes.Repeat([]byte("k"), 70000), 0o644))
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{img}, true)
+}
