@@ -451,54 +451,42 @@ type loggedName struct {
 	index  uint64
 }
 
-// refs replays the logged INODE_REF and INODE_EXTREF items.
+// refs replays the logged INODE_REF and INODE_EXTREF items, item by
+// item: the subvolume's item of the same key loses the names the logged
+// one lacks (they were removed before the fsync), and the logged names
+// are added. Names in items the log does not have stay.
 func (r *replayer) refs() error {
-	logged := map[disk.ObjectID][]loggedName{} // by inode
-	for _, it := range r.lv.ofType(disk.InodeRefKey) {
-		refs, err := disk.ParseInodeRefs(it.data)
+	c := r.c
+	for _, it := range r.lv.items {
+		if it.key.Type != disk.InodeRefKey && it.key.Type != disk.InodeExtrefKey {
+			continue
+		}
+		ino := it.key.ObjectID
+		logged, err := refNames(it.key, it.data)
 		if err != nil {
 			return logCorrupt(it.key, "logged inode ref", err)
 		}
-		for _, ref := range refs {
-			logged[it.key.ObjectID] = append(logged[it.key.ObjectID], loggedName{disk.ObjectID(it.key.Offset), ref.Name, ref.Index})
-		}
-	}
-	for _, it := range r.lv.ofType(disk.InodeExtrefKey) {
-		refs, err := disk.ParseInodeExtrefs(it.data)
-		if err != nil {
-			return logCorrupt(it.key, "logged inode extref", err)
-		}
-		for _, ref := range refs {
-			logged[it.key.ObjectID] = append(logged[it.key.ObjectID], loggedName{ref.Parent, ref.Name, ref.Index})
-		}
-	}
-	inos := make([]disk.ObjectID, 0, len(logged))
-	for ino := range logged {
-		inos = append(inos, ino)
-	}
-	slices.Sort(inos)
-	for _, ino := range inos {
-		names := logged[ino]
-		parents := map[disk.ObjectID]bool{}
-		for _, n := range names {
-			parents[n.parent] = true
-		}
-		// Names in the logged parents that the log lacks were removed.
-		have, err := r.names(ino)
+		data, ok, err := c.tr.Lookup(c.tx, it.key)
 		if err != nil {
 			return err
 		}
-		for _, h := range have {
-			if !parents[h.parent] || h.parent == ino {
-				continue
+		if ok {
+			have, err := refNames(it.key, data)
+			if err != nil {
+				return &disk.CorruptError{Tree: c.tr.Owner(), Key: &it.key, What: "inode ref", Err: err}
 			}
-			if !slices.ContainsFunc(names, func(n loggedName) bool { return n.parent == h.parent && bytes.Equal(n.name, h.name) }) {
-				if err := r.unlinkName(h.parent, h.name, ino); err != nil {
-					return err
+			for _, h := range have {
+				if h.parent == ino {
+					continue
+				}
+				if !slices.ContainsFunc(logged, func(n loggedName) bool { return n.parent == h.parent && bytes.Equal(n.name, h.name) }) {
+					if err := r.unlinkName(h.parent, h.name, ino); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		for _, n := range names {
+		for _, n := range logged {
 			if n.parent == ino {
 				continue // a subvolume's root directory's ".."
 			}
@@ -509,6 +497,23 @@ func (r *replayer) refs() error {
 		r.touched[ino] = true
 	}
 	return nil
+}
+
+// refNames decodes the names of an INODE_REF or INODE_EXTREF item.
+func refNames(k disk.Key, data []byte) ([]loggedName, error) {
+	var out []loggedName
+	if k.Type == disk.InodeRefKey {
+		refs, err := disk.ParseInodeRefs(data)
+		for _, ref := range refs {
+			out = append(out, loggedName{disk.ObjectID(k.Offset), slices.Clone(ref.Name), ref.Index})
+		}
+		return out, err
+	}
+	refs, err := disk.ParseInodeExtrefs(data)
+	for _, ref := range refs {
+		out = append(out, loggedName{ref.Parent, slices.Clone(ref.Name), ref.Index})
+	}
+	return out, err
 }
 
 // names returns every name of ino in the subvolume, from its INODE_REF

@@ -24,6 +24,10 @@ type logCase struct {
 	name  string
 	setup func(t *testing.T, dir string)
 	ops   func(t *testing.T, dir string)
+	// nodeSize is mkfs -n (0: the default).
+	nodeSize int
+	// mount adds mount options to commit=300.
+	mount string
 }
 
 func logMust(t *testing.T, err error) {
@@ -68,7 +72,7 @@ func logCases() []logCase {
 		}, func(t *testing.T, dir string) {
 			writeSync(t, filepath.Join(dir, "d/new"), pattern(100000, 1), 0)
 			writeSync(t, filepath.Join(dir, "d/small"), []byte("inline bytes"), 0)
-		}},
+		}, 0, ""},
 		{"append-overwrite", func(t *testing.T, dir string) {
 			logMust(t, os.WriteFile(filepath.Join(dir, "f"), pattern(50000, 2), 0o644))
 			logMust(t, os.WriteFile(filepath.Join(dir, "g"), pattern(3000, 3), 0o644))
@@ -76,7 +80,7 @@ func logCases() []logCase {
 			writeSync(t, filepath.Join(dir, "f"), pattern(8192, 9), 8192)
 			writeSync(t, filepath.Join(dir, "f"), pattern(30000, 4), 50000)
 			writeSync(t, filepath.Join(dir, "g"), pattern(20000, 5), 3000)
-		}},
+		}, 0, ""},
 		{"rename-link", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
 			logMust(t, os.WriteFile(filepath.Join(dir, "x"), pattern(9000, 6), 0o644))
@@ -87,7 +91,7 @@ func logCases() []logCase {
 			fsyncPath(t, filepath.Join(dir, "d/y"))
 			logMust(t, os.Rename(filepath.Join(dir, "d/w"), filepath.Join(dir, "d/w2")))
 			fsyncPath(t, filepath.Join(dir, "d/w2"))
-		}},
+		}, 0, ""},
 		{"unlink-fsync-dir", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
 			for _, n := range []string{"a", "b", "c"} {
@@ -97,7 +101,7 @@ func logCases() []logCase {
 			logMust(t, os.Remove(filepath.Join(dir, "d/a")))
 			logMust(t, os.Remove(filepath.Join(dir, "d/c")))
 			fsyncPath(t, filepath.Join(dir, "d"))
-		}},
+		}, 0, ""},
 		{"xattrs", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, "f")
 			logMust(t, os.WriteFile(p, []byte("x"), 0o644))
@@ -109,7 +113,7 @@ func logCases() []logCase {
 			logMust(t, unix.Removexattr(p, "user.a"))
 			logMust(t, unix.Setxattr(p, "user.keep", []byte("changed"), 0))
 			fsyncPath(t, p)
-		}},
+		}, 0, ""},
 		{"fsync-new-dir", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "top"), 0o755))
 		}, func(t *testing.T, dir string) {
@@ -119,16 +123,92 @@ func logCases() []logCase {
 			logMust(t, os.WriteFile(filepath.Join(d, "e2"), []byte("two"), 0o644))
 			logMust(t, os.Mkdir(filepath.Join(d, "sub"), 0o755))
 			fsyncPath(t, d)
-		}},
+		}, 0, ""},
+		{"truncate-prealloc", func(t *testing.T, dir string) {
+			logMust(t, os.WriteFile(filepath.Join(dir, "big"), pattern(200000, 12), 0o644))
+			logMust(t, os.WriteFile(filepath.Join(dir, "pre"), pattern(10000, 13), 0o644))
+		}, func(t *testing.T, dir string) {
+			logMust(t, os.Truncate(filepath.Join(dir, "big"), 70000))
+			fsyncPath(t, filepath.Join(dir, "big"))
+			f, err := os.OpenFile(filepath.Join(dir, "pre"), os.O_RDWR, 0)
+			logMust(t, err)
+			logMust(t, unix.Fallocate(int(f.Fd()), 0, 0, 1<<20))
+			_, err = f.WriteAt(pattern(5000, 14), 300000)
+			logMust(t, err)
+			logMust(t, f.Sync())
+			f.Close()
+		}, 0, ""},
+		{"many-files", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "m"), 0o755))
+			for i := range 50 {
+				logMust(t, os.WriteFile(filepath.Join(dir, "m", "old"+string(rune('a'+i%26))+string(rune('a'+i/26))), pattern(3000+i, byte(i)), 0o644))
+			}
+		}, func(t *testing.T, dir string) {
+			for i := range 300 {
+				name := filepath.Join(dir, "m", "n"+string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676)))
+				logMust(t, os.WriteFile(name, pattern(100+i*37, byte(i)), 0o644))
+			}
+			for i := range 20 {
+				logMust(t, os.Remove(filepath.Join(dir, "m", "old"+string(rune('a'+i%26))+string(rune('a'+i/26)))))
+			}
+			fsyncPath(t, filepath.Join(dir, "m"))
+			fsyncPath(t, filepath.Join(dir, "m", "naaa"))
+		}, 0, ""},
+		{"rename-over-symlink", func(t *testing.T, dir string) {
+			logMust(t, os.WriteFile(filepath.Join(dir, "victim"), pattern(7000, 15), 0o644))
+			logMust(t, os.WriteFile(filepath.Join(dir, "src"), pattern(6000, 16), 0o644))
+			logMust(t, os.Mkdir(filepath.Join(dir, "gone"), 0o755))
+		}, func(t *testing.T, dir string) {
+			logMust(t, os.Rename(filepath.Join(dir, "src"), filepath.Join(dir, "victim")))
+			logMust(t, os.Symlink("victim", filepath.Join(dir, "ln")))
+			logMust(t, os.Remove(filepath.Join(dir, "gone")))
+			fsyncPath(t, dir)
+			fsyncPath(t, filepath.Join(dir, "victim"))
+		}, 0, ""},
+		{"hardlinks-extref", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "l"), 0o755))
+			logMust(t, os.WriteFile(filepath.Join(dir, "l/t"), pattern(100, 17), 0o644))
+			// Long names overflow the INODE_REF item: INODE_EXTREFs.
+			for i := range 20 {
+				logMust(t, os.Link(filepath.Join(dir, "l/t"), filepath.Join(dir, "l", longName(i))))
+			}
+		}, func(t *testing.T, dir string) {
+			// The kernel commits instead of logging new links of an
+			// inode with extrefs; it logs a data change with all names.
+			writeSync(t, filepath.Join(dir, "l/t"), pattern(9000, 18), 100)
+		}, 4096, ""},
+		{"subvolume", func(t *testing.T, dir string) {
+			logMust(t, exec.Command("btrfs", "subvolume", "create", filepath.Join(dir, "sv")).Run())
+			logMust(t, os.WriteFile(filepath.Join(dir, "sv/old"), pattern(5000, 19), 0o644))
+		}, func(t *testing.T, dir string) {
+			writeSync(t, filepath.Join(dir, "sv/new"), pattern(40000, 20), 0)
+			writeSync(t, filepath.Join(dir, "sv/old"), pattern(4096, 21), 4096)
+			writeSync(t, filepath.Join(dir, "top"), pattern(5000, 22), 0)
+		}, 0, ""},
+		{"compressed", func(t *testing.T, dir string) {
+			logMust(t, os.WriteFile(filepath.Join(dir, "c"), bytes.Repeat([]byte("compress me "), 20000), 0o644))
+		}, func(t *testing.T, dir string) {
+			writeSync(t, filepath.Join(dir, "c"), bytes.Repeat([]byte("again "), 30000), 100000)
+			writeSync(t, filepath.Join(dir, "z"), bytes.Repeat([]byte("zzz "), 50000), 0)
+		}, 0, "compress=zstd"},
 	}
+}
+
+// longName is the i-th of the long link names.
+func longName(i int) string {
+	return string(bytes.Repeat([]byte{'a' + byte(i%26)}, 200)) + string(rune('A'+i/26))
 }
 
 // makeLogImage runs c on a new kernel filesystem mounted with a long
 // commit interval and returns a copy of the image taken after the fsyncs,
 // before any commit: a filesystem with a log to replay.
 func makeLogImage(t *testing.T, c logCase) string {
-	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
-	dir := btrfstest.Mount(t, "commit=300", img)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{NodeSize: c.nodeSize})
+	opts := "commit=300"
+	if c.mount != "" {
+		opts += "," + c.mount
+	}
+	dir := btrfstest.Mount(t, opts, img)
 	c.setup(t, dir)
 	logMust(t, exec.Command("btrfs", "filesystem", "sync", dir).Run())
 	c.ops(t, dir)
