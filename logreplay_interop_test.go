@@ -4,16 +4,15 @@ package btrfs_test
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs"
-	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 )
 
@@ -28,14 +27,10 @@ type logCase struct {
 	nodeSize int
 	// mount adds mount options to commit=300.
 	mount string
+	// size is the image size (0: btrfstest's default).
+	size int64
 }
 
-func logMust(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // fsyncPath opens p (a file or directory) and fsyncs it.
 func fsyncPath(t *testing.T, p string) {
@@ -57,13 +52,6 @@ func writeSync(t *testing.T, p string, data []byte, off int64) {
 	logMust(t, f.Sync())
 }
 
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i*7+i/4096)
-	}
-	return b
-}
 
 func logCases() []logCase {
 	return []logCase{
@@ -72,7 +60,7 @@ func logCases() []logCase {
 		}, func(t *testing.T, dir string) {
 			writeSync(t, filepath.Join(dir, "d/new"), pattern(100000, 1), 0)
 			writeSync(t, filepath.Join(dir, "d/small"), []byte("inline bytes"), 0)
-		}, 0, ""},
+		}, 0, "", 0},
 		{"append-overwrite", func(t *testing.T, dir string) {
 			logMust(t, os.WriteFile(filepath.Join(dir, "f"), pattern(50000, 2), 0o644))
 			logMust(t, os.WriteFile(filepath.Join(dir, "g"), pattern(3000, 3), 0o644))
@@ -80,7 +68,7 @@ func logCases() []logCase {
 			writeSync(t, filepath.Join(dir, "f"), pattern(8192, 9), 8192)
 			writeSync(t, filepath.Join(dir, "f"), pattern(30000, 4), 50000)
 			writeSync(t, filepath.Join(dir, "g"), pattern(20000, 5), 3000)
-		}, 0, ""},
+		}, 0, "", 0},
 		{"rename-link", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
 			logMust(t, os.WriteFile(filepath.Join(dir, "x"), pattern(9000, 6), 0o644))
@@ -91,7 +79,7 @@ func logCases() []logCase {
 			fsyncPath(t, filepath.Join(dir, "d/y"))
 			logMust(t, os.Rename(filepath.Join(dir, "d/w"), filepath.Join(dir, "d/w2")))
 			fsyncPath(t, filepath.Join(dir, "d/w2"))
-		}, 0, ""},
+		}, 0, "", 0},
 		{"unlink-fsync-dir", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
 			for _, n := range []string{"a", "b", "c"} {
@@ -101,7 +89,7 @@ func logCases() []logCase {
 			logMust(t, os.Remove(filepath.Join(dir, "d/a")))
 			logMust(t, os.Remove(filepath.Join(dir, "d/c")))
 			fsyncPath(t, filepath.Join(dir, "d"))
-		}, 0, ""},
+		}, 0, "", 0},
 		{"xattrs", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, "f")
 			logMust(t, os.WriteFile(p, []byte("x"), 0o644))
@@ -113,7 +101,7 @@ func logCases() []logCase {
 			logMust(t, unix.Removexattr(p, "user.a"))
 			logMust(t, unix.Setxattr(p, "user.keep", []byte("changed"), 0))
 			fsyncPath(t, p)
-		}, 0, ""},
+		}, 0, "", 0},
 		{"fsync-new-dir", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "top"), 0o755))
 		}, func(t *testing.T, dir string) {
@@ -123,7 +111,7 @@ func logCases() []logCase {
 			logMust(t, os.WriteFile(filepath.Join(d, "e2"), []byte("two"), 0o644))
 			logMust(t, os.Mkdir(filepath.Join(d, "sub"), 0o755))
 			fsyncPath(t, d)
-		}, 0, ""},
+		}, 0, "", 0},
 		{"truncate-prealloc", func(t *testing.T, dir string) {
 			logMust(t, os.WriteFile(filepath.Join(dir, "big"), pattern(200000, 12), 0o644))
 			logMust(t, os.WriteFile(filepath.Join(dir, "pre"), pattern(10000, 13), 0o644))
@@ -137,7 +125,7 @@ func logCases() []logCase {
 			logMust(t, err)
 			logMust(t, f.Sync())
 			f.Close()
-		}, 0, ""},
+		}, 0, "", 0},
 		{"many-files", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "m"), 0o755))
 			for i := range 50 {
@@ -153,7 +141,7 @@ func logCases() []logCase {
 			}
 			fsyncPath(t, filepath.Join(dir, "m"))
 			fsyncPath(t, filepath.Join(dir, "m", "naaa"))
-		}, 0, ""},
+		}, 0, "", 0},
 		{"rename-over-symlink", func(t *testing.T, dir string) {
 			logMust(t, os.WriteFile(filepath.Join(dir, "victim"), pattern(7000, 15), 0o644))
 			logMust(t, os.WriteFile(filepath.Join(dir, "src"), pattern(6000, 16), 0o644))
@@ -164,7 +152,7 @@ func logCases() []logCase {
 			logMust(t, os.Remove(filepath.Join(dir, "gone")))
 			fsyncPath(t, dir)
 			fsyncPath(t, filepath.Join(dir, "victim"))
-		}, 0, ""},
+		}, 0, "", 0},
 		{"hardlinks-extref", func(t *testing.T, dir string) {
 			logMust(t, os.Mkdir(filepath.Join(dir, "l"), 0o755))
 			logMust(t, os.WriteFile(filepath.Join(dir, "l/t"), pattern(100, 17), 0o644))
@@ -176,7 +164,7 @@ func logCases() []logCase {
 			// The kernel commits instead of logging new links of an
 			// inode with extrefs; it logs a data change with all names.
 			writeSync(t, filepath.Join(dir, "l/t"), pattern(9000, 18), 100)
-		}, 4096, ""},
+		}, 4096, "", 0},
 		{"subvolume", func(t *testing.T, dir string) {
 			logMust(t, exec.Command("btrfs", "subvolume", "create", filepath.Join(dir, "sv")).Run())
 			logMust(t, os.WriteFile(filepath.Join(dir, "sv/old"), pattern(5000, 19), 0o644))
@@ -184,13 +172,13 @@ func logCases() []logCase {
 			writeSync(t, filepath.Join(dir, "sv/new"), pattern(40000, 20), 0)
 			writeSync(t, filepath.Join(dir, "sv/old"), pattern(4096, 21), 4096)
 			writeSync(t, filepath.Join(dir, "top"), pattern(5000, 22), 0)
-		}, 0, ""},
+		}, 0, "", 0},
 		{"compressed", func(t *testing.T, dir string) {
 			logMust(t, os.WriteFile(filepath.Join(dir, "c"), bytes.Repeat([]byte("compress me "), 20000), 0o644))
 		}, func(t *testing.T, dir string) {
 			writeSync(t, filepath.Join(dir, "c"), bytes.Repeat([]byte("again "), 30000), 100000)
 			writeSync(t, filepath.Join(dir, "z"), bytes.Repeat([]byte("zzz "), 50000), 0)
-		}, 0, "compress=zstd"},
+		}, 0, "compress=zstd", 0},
 	}
 }
 
@@ -203,7 +191,7 @@ func longName(i int) string {
 // commit interval and returns a copy of the image taken after the fsyncs,
 // before any commit: a filesystem with a log to replay.
 func makeLogImage(t *testing.T, c logCase) string {
-	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{NodeSize: c.nodeSize})
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{NodeSize: c.nodeSize, Size: c.size})
 	opts := "commit=300"
 	if c.mount != "" {
 		opts += "," + c.mount
@@ -223,16 +211,6 @@ func makeLogImage(t *testing.T, c logCase) string {
 	return cp
 }
 
-// logRootOf is the log_root of img's primary superblock.
-func logRootOf(t *testing.T, img string) uint64 {
-	t.Helper()
-	f, err := blockdev.OpenFile(img, true)
-	logMust(t, err)
-	defer f.Close()
-	sb, _, err := blockdev.ReadSuper(f, 0)
-	logMust(t, err)
-	return uint64(sb.LogRoot)
-}
 
 // copyFile copies src to a new file in a temporary directory.
 func copyFile(t *testing.T, src, name string) string {
@@ -243,20 +221,8 @@ func copyFile(t *testing.T, src, name string) string {
 	return dst
 }
 
-func fileSum(t *testing.T, p string) [32]byte {
-	b, err := os.ReadFile(p)
-	logMust(t, err)
-	return sha256.Sum256(b)
-}
 
-var logDiff = btrfstest.DiffOptions{CompareNlink: true, IgnoreHoles: true}
 
-func diffTrees(t *testing.T, what string, want, got *btrfstest.Tree) {
-	t.Helper()
-	for _, d := range btrfstest.Diff(want, got, logDiff) {
-		t.Errorf("%s: %s", what, d)
-	}
-}
 
 // kernelView mounts a copy of img (the kernel replays its log) and scans it.
 func kernelView(t *testing.T, img string) *btrfstest.Tree {
@@ -328,4 +294,32 @@ func logReplayCase(t *testing.T, c logCase) {
 	logMust(t, os.WriteFile(filepath.Join(dir, "kernel-after"), bytes.Repeat([]byte("k"), 70000), 0o644))
 	btrfstest.Unmount(t, dir)
 	btrfstest.Check(t, []string{img}, true)
+}
+
+// logFixtureCases are the cases committed as fixtures (testdata/images,
+// log-NAME), so that runs without root or a kernel test replay too.
+var logFixtureCases = []string{"new-files", "rename-link"}
+
+// TestGenLogFixtures writes the log fixtures into the directory
+// GOBTRFS_GEN_LOG_FIXTURES names (testdata/images/gen.sh runs it): each
+// log-NAME.img, copied before the commit after its fsyncs, and
+// log-NAME.manifest, what the kernel shows after replaying it.
+func TestGenLogFixtures(t *testing.T) {
+	out := os.Getenv("GOBTRFS_GEN_LOG_FIXTURES")
+	if out == "" {
+		t.Skip("only run by testdata/images/gen.sh")
+	}
+	for _, c := range logCases() {
+		if !slices.Contains(logFixtureCases, c.name) {
+			continue
+		}
+		c.size = 109 << 20 // the mkfs.btrfs minimum compresses best
+		img := makeLogImage(t, c)
+		tr := kernelView(t, img)
+		name := filepath.Join(out, btrfstest.LogFixturePrefix+c.name)
+		if o, err := exec.Command("cp", "--sparse=always", img, name+".img").CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v: %s", err, o)
+		}
+		logMust(t, tr.Save(name+".manifest"))
+	}
 }
