@@ -4,10 +4,12 @@ package btrfs_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -321,5 +323,58 @@ func TestGenLogFixtures(t *testing.T) {
 			t.Fatalf("cp: %v: %s", err, o)
 		}
 		logMust(t, tr.Save(name+".manifest"))
+	}
+}
+
+// TestLogReplayUnwritable: a filesystem with a log that we do not write
+// (the v1 space cache, unless a later change learns it) opens read-only
+// with the log ignored and a warning saying so, showing the last commit;
+// where we can write it, the open replays as usual. OpenWritable never
+// drops the log.
+func TestLogReplayUnwritable(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	c := logCases()[0]
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Extra: []string{"-R", "^free-space-tree"}})
+	dir := btrfstest.Mount(t, "commit=300,space_cache=v1", img)
+	c.setup(t, dir)
+	logMust(t, exec.Command("btrfs", "filesystem", "sync", dir).Run())
+	c.ops(t, dir)
+	cp := filepath.Join(t.TempDir(), "logged.img")
+	if out, err := exec.Command("cp", "--sparse=always", img, cp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	btrfstest.Unmount(t, dir)
+	if logRootOf(t, cp) == 0 {
+		t.Fatal("the copy has no log tree")
+	}
+	want := kernelView(t, cp)
+	ro, err := btrfs.Open(cp, nil)
+	logMust(t, err)
+	got := ops2Read(t, ro)
+	warns := ro.Warnings()
+	logMust(t, ro.Close())
+	w, werr := btrfs.OpenWritable(cp, nil)
+	if werr == nil {
+		logMust(t, w.Close())
+		if len(warns) > 0 {
+			t.Errorf("warnings although the log replays: %q", warns)
+		}
+		diffTrees(t, "read-only open vs kernel", want, got)
+		return
+	}
+	t.Logf("OpenWritable: %v", werr)
+	if !errors.Is(werr, btrfs.ErrUnsupported) {
+		t.Fatalf("OpenWritable: %v, want ErrUnsupported", werr)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "log tree ignored") {
+		t.Fatalf("warnings %q, want one about the ignored log", warns)
+	}
+	t.Logf("warning: %s", warns[0])
+	last, err := btrfs.Open(cp, &btrfs.Options{NoLogReplay: true})
+	logMust(t, err)
+	diffTrees(t, "read-only open vs the last commit", ops2Read(t, last), got)
+	logMust(t, last.Close())
+	if logRootOf(t, cp) == 0 {
+		t.Fatal("the log is gone")
 	}
 }
