@@ -33,7 +33,6 @@ type logCase struct {
 	size int64
 }
 
-
 // fsyncPath opens p (a file or directory) and fsyncs it.
 func fsyncPath(t *testing.T, p string) {
 	t.Helper()
@@ -53,7 +52,6 @@ func writeSync(t *testing.T, p string, data []byte, off int64) {
 	logMust(t, err)
 	logMust(t, f.Sync())
 }
-
 
 func logCases() []logCase {
 	return []logCase{
@@ -213,7 +211,6 @@ func makeLogImage(t *testing.T, c logCase) string {
 	return cp
 }
 
-
 // copyFile copies src to a new file in a temporary directory.
 func copyFile(t *testing.T, src, name string) string {
 	dst := filepath.Join(t.TempDir(), name)
@@ -222,9 +219,6 @@ func copyFile(t *testing.T, src, name string) string {
 	}
 	return dst
 }
-
-
-
 
 // kernelView mounts a copy of img (the kernel replays its log) and scans it.
 func kernelView(t *testing.T, img string) *btrfstest.Tree {
