@@ -135,6 +135,9 @@ type replayer struct {
 	c       *wctx
 	lv      *logView
 	touched map[disk.ObjectID]bool
+	// ignored are the inodes logged with nlink 0, whose items are not
+	// replayed.
+	ignored map[disk.ObjectID]bool
 }
 
 // replayLogTree replays one log tree into its subvolume's tree.
@@ -153,7 +156,7 @@ func (c *wctx) replayLogTree(lt txn.LogTree) error {
 	saved := c.tr
 	c.tr = tr
 	defer func() { c.tr = saved }()
-	r := &replayer{c: c, lv: lv, touched: map[disk.ObjectID]bool{}}
+	r := &replayer{c: c, lv: lv, touched: map[disk.ObjectID]bool{}, ignored: map[disk.ObjectID]bool{}}
 	steps := []func() error{r.inodes, r.dirDeletes, r.dirEntries, r.refs, r.extents, r.fixups}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -177,21 +180,39 @@ func (r *replayer) inodes() error {
 		if err := li.Decode(it.data); err != nil {
 			return logCorrupt(it.key, "logged inode item", err)
 		}
+		if li.NLink == 0 {
+			// An inode fsync'd without names (a tmpfile, or one
+			// unlinked while open): nothing of it is replayed.
+			r.ignored[ino] = true
+			continue
+		}
 		old, err := c.findInode(ino)
 		if err != nil {
 			return err
 		}
 		in := &winode{ino: ino, tr: c.tr, item: li}
-		in.item.NBytes, in.item.Size = 0, li.Size
-		if li.IsDir() {
+		in.item.NBytes = 0
+		switch {
+		case old != nil && li.Generation == 0:
+			// Logged only to say the inode exists (as part of its
+			// directory's fsync): the subvolume's inode stays, but
+			// for a regular file a logged size other than 0 is the
+			// size as of the fsync.
+			in.item = old.item
+			if li.Mode&disk.ModeTypeMask == disk.ModeRegular && old.item.Mode&disk.ModeTypeMask == disk.ModeRegular && li.Size != 0 {
+				in.item.Size = li.Size
+			}
+		case old != nil:
+			in.item.NBytes = old.item.NBytes
+		}
+		if in.item.IsDir() {
 			in.item.Size = 0 // recounted by fixups
 		}
 		if old != nil {
-			in.item.NBytes = old.item.NBytes
-			if old.item.Mode&disk.ModeTypeMask == disk.ModeRegular && li.Mode&disk.ModeTypeMask == disk.ModeRegular {
-				// Extents past the logged size were truncated away
-				// before the fsync.
-				if err := r.truncate(in, li.Size); err != nil {
+			if in.item.Mode&disk.ModeTypeMask == disk.ModeRegular {
+				// Extents past the size were truncated away before
+				// the fsync (or are preallocated ones the log has).
+				if err := r.truncate(in, in.item.Size); err != nil {
 					return err
 				}
 			}
@@ -458,7 +479,7 @@ type loggedName struct {
 func (r *replayer) refs() error {
 	c := r.c
 	for _, it := range r.lv.items {
-		if it.key.Type != disk.InodeRefKey && it.key.Type != disk.InodeExtrefKey {
+		if it.key.Type != disk.InodeRefKey && it.key.Type != disk.InodeExtrefKey || r.ignored[it.key.ObjectID] {
 			continue
 		}
 		ino := it.key.ObjectID
@@ -561,6 +582,9 @@ func (r *replayer) extents() error {
 	}
 	for _, it := range r.lv.ofType(disk.ExtentDataKey) {
 		ino := it.key.ObjectID
+		if r.ignored[ino] {
+			continue
+		}
 		if in == nil || in.ino != ino {
 			if err := flush(); err != nil {
 				return err
