@@ -137,6 +137,22 @@ func (r *randFS) op(t *testing.T) string {
 		}
 		logMust(t, unix.Setxattr(r.abs(p), name, pattern(rng.IntN(200), 1), 0))
 		return "setxattr " + p
+	case k < 89:
+		p := r.pick(r.files)
+		f, err := os.OpenFile(r.abs(p), os.O_RDWR, 0)
+		logMust(t, err)
+		defer f.Close()
+		off, n := rng.Int64N(200000)&^4095, 4096*(1+rng.Int64N(16))
+		if rng.IntN(2) == 0 {
+			logMust(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE*uint32(rng.IntN(2)), off, n))
+			return "fallocate " + p
+		}
+		logMust(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n))
+		return "punch " + p
+	case k < 91:
+		p := r.newName(r.pick(r.dirs))
+		logMust(t, os.Symlink("some/target", r.abs(p)))
+		return "symlink " + p
 	case k < 96:
 		p := r.pick(r.files)
 		fsyncPath(t, r.abs(p))
@@ -152,8 +168,16 @@ func (r *randFS) op(t *testing.T) string {
 // log (without one there is nothing to replay and the run only checks
 // that nothing breaks).
 func logRandomRun(t *testing.T, rng *rand.Rand) bool {
-	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
-	dir := btrfstest.Mount(t, "commit=300", img)
+	opts := btrfstest.MkfsOptions{}
+	mount := "commit=300"
+	if rng.IntN(3) == 0 {
+		opts.NodeSize = 4096
+	}
+	if rng.IntN(3) == 0 {
+		mount += ",compress=zstd"
+	}
+	img := btrfstest.Mkfs(t, opts)
+	dir := btrfstest.Mount(t, mount, img)
 	r := &randFS{rng: rng, root: dir, dirs: []string{""}}
 	var did []string
 	for range 30 {
