@@ -226,6 +226,10 @@ func (fs *FS) loadSpace() error {
 		return fmt.Errorf("extent tree: %w", err)
 	}
 	fs.space = sp
+	if fs.log != nil && fs.sb.LogRoot != 0 {
+		// A rebuild after an abort: the log is still to be replayed.
+		return fs.holdLog()
+	}
 	return nil
 }
 

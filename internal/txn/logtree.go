@@ -29,6 +29,11 @@ type LogTree struct {
 // logState is the log found at open.
 type logState struct {
 	trees []LogTree
+	// blocks are the tree blocks of the log root tree and log trees;
+	// extents the data extents their file extent items reference
+	// (address to length).
+	blocks  []disk.LogicalAddr
+	extents map[disk.LogicalAddr]uint64
 	// data are the data extents only the log references: taken out of
 	// the free space at open, handed to the replaying transaction by
 	// ClaimLoggedData.
@@ -99,19 +104,32 @@ func (fs *FS) loadLog() error {
 		}
 	}
 	slices.Sort(blocks)
-	blocks = slices.Compact(blocks)
-	for _, a := range blocks {
+	st.blocks = slices.Compact(blocks)
+	st.extents = extents
+	fs.log = st
+	return fs.holdLog()
+}
+
+// holdLog takes the log's blocks and data extents out of the free space
+// (loadLog, and again whenever an aborted transaction makes loadSpace
+// rebuild the free-space model from the extent tree, which knows
+// neither).
+func (fs *FS) holdLog() error {
+	st := fs.log
+	sb := &fs.sb
+	for _, a := range st.blocks {
 		if err := fs.space.PinFree(uint64(a), uint64(sb.NodeSize)); err != nil {
 			return &disk.CorruptError{Logical: a, Tree: disk.TreeLogObjectID, What: "log tree block is not free in the extent tree", Err: err}
 		}
 	}
-	addrs := make([]disk.LogicalAddr, 0, len(extents))
-	for a := range extents {
+	addrs := make([]disk.LogicalAddr, 0, len(st.extents))
+	for a := range st.extents {
 		addrs = append(addrs, a)
 	}
 	slices.Sort(addrs)
+	st.data, st.claimed = nil, false
 	for _, a := range addrs {
-		n := extents[a]
+		n := st.extents[a]
 		if a%disk.LogicalAddr(sb.SectorSize) != 0 || n == 0 || n%uint64(sb.SectorSize) != 0 {
 			return &disk.CorruptError{Logical: a, Tree: disk.TreeLogObjectID, What: fmt.Sprintf("logged data extent of %d bytes not sector aligned", n)}
 		}
@@ -127,7 +145,6 @@ func (fs *FS) loadLog() error {
 				What: fmt.Sprintf("logged data extent of %d bytes is partly allocated", n)}
 		}
 	}
-	fs.log = st
 	return nil
 }
 
