@@ -86,6 +86,13 @@ func (fs *FS) loadLog() error {
 				derr = &disk.CorruptError{Tree: disk.TreeLogObjectID, Key: &k, What: "logged file extent", Err: err}
 				return
 			}
+			if fe.Generation > sb.Generation+1 {
+				// The kernel's tree-checker refuses it too; btrfs
+				// check would find the extent's generation invalid.
+				derr = &disk.CorruptError{Tree: disk.TreeLogObjectID, Key: &k,
+					What: fmt.Sprintf("logged file extent generation %d beyond superblock generation %d", fe.Generation, sb.Generation)}
+				return
+			}
 			if fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
 				return
 			}
@@ -154,9 +161,18 @@ func (fs *FS) walkLog(root ctree.Root, blocks *[]disk.LogicalAddr, item func(dis
 	if root.Level < 0 || root.Level >= disk.MaxLevel {
 		return &disk.CorruptError{Logical: root.Addr, Tree: root.Owner, What: fmt.Sprintf("root level %d", root.Level)}
 	}
+	sb := &fs.sb
+	params := disk.ItemCheckParams{SectorSize: sb.SectorSize, NodeSize: sb.NodeSize, CsumType: sb.CsumType,
+		SuperGen: sb.Generation, Tree: disk.TreeLogObjectID}
 	return ctree.Walk(fs, root, func(n disk.Node, _ int) error {
 		*blocks = append(*blocks, n.Bytenr())
 		if n.IsLeaf() {
+			// The items are checked as the kernel's tree-checker
+			// checks a log leaf: the replay copies them into the
+			// subvolume trees.
+			if err := disk.CheckLeafItems(n, params); err != nil {
+				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.TreeLogObjectID, What: "log tree leaf", Err: err}
+			}
 			for i := 0; i < n.NumItems(); i++ {
 				item(n.Key(i), n.ItemData(i))
 			}
