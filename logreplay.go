@@ -618,7 +618,7 @@ func (r *replayer) extents() error {
 		if err := c.apply(in, del, mergeSorted(keep, []extent{e})); err != nil {
 			return err
 		}
-		if err := r.csums(&e); err != nil {
+		if err := r.csums(in, &e); err != nil {
 			return err
 		}
 		r.touched[ino] = true
@@ -627,7 +627,7 @@ func (r *replayer) extents() error {
 }
 
 // csums moves the logged checksums of e's data to the csum tree.
-func (r *replayer) csums(e *extent) error {
+func (r *replayer) csums(in *winode, e *extent) error {
 	if e.fe.Type == disk.FileExtentInline || e.fe.DiskBytenr == 0 || e.fe.Type == disk.FileExtentPrealloc {
 		return nil
 	}
@@ -655,6 +655,17 @@ func (r *replayer) csums(e *extent) error {
 			continue
 		}
 		runs = append(runs, run{a, it.data[(a-start)/ss*cs : (b-start)/ss*cs]})
+	}
+	var covered uint64
+	for _, rn := range runs {
+		covered += uint64(len(rn.sums)) / cs * ss
+	}
+	if covered < hi-lo && in.item.Flags&disk.InodeNoDataSum == 0 && c.t.LoggedOnly(e.fe.DiskBytenr) {
+		// Data written after the last commit whose checksums the
+		// log lacks: the log is damaged (the kernel logs the sums of
+		// every extent it logs).
+		k := disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}
+		return logCorrupt(k, fmt.Sprintf("logged checksums cover %d of the %d bytes of data extent %d", covered, hi-lo, e.fe.DiskBytenr), nil)
 	}
 	if len(runs) == 0 {
 		return nil

@@ -236,3 +236,18 @@ func (t *Txn) checkLogDropped() error {
 	}
 	return nil
 }
+
+// LoggedOnly reports whether the data extent at bytenr is one only the
+// log references (written after the last commit).
+func (t *Txn) LoggedOnly(bytenr disk.LogicalAddr) bool {
+	st := t.fs.log
+	if st == nil {
+		return false
+	}
+	for _, r := range st.data {
+		if r.Start == uint64(bytenr) {
+			return true
+		}
+	}
+	return false
+}
