@@ -169,7 +169,7 @@ func TestLogReplayDamaged(t *testing.T) {
 	dataStart := disk.HeaderSize + leaf.NumItems()*disk.ItemSize
 	rng := rand.New(rand.NewPCG(testSeed(t), 7))
 	img := filepath.Join(t.TempDir(), "damaged.img")
-	runs := 40
+	runs := 12
 	if os.Getenv("GOBTRFS_LONG") == "1" {
 		runs = 400
 	}
