@@ -173,6 +173,17 @@ func logCases() []logCase {
 			writeSync(t, filepath.Join(dir, "sv/old"), pattern(4096, 21), 4096)
 			writeSync(t, filepath.Join(dir, "top"), pattern(5000, 22), 0)
 		}, 0, "", 0},
+		{"dir-with-subvolume", func(t *testing.T, dir string) {
+			logMust(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+			logMust(t, os.WriteFile(filepath.Join(dir, "d/a"), []byte("a"), 0o644))
+			logMust(t, exec.Command("btrfs", "subvolume", "create", filepath.Join(dir, "d/sv")).Run())
+			logMust(t, os.WriteFile(filepath.Join(dir, "d/sv/in"), []byte("in"), 0o644))
+		}, func(t *testing.T, dir string) {
+			logMust(t, os.WriteFile(filepath.Join(dir, "d/b"), pattern(9000, 23), 0o644))
+			logMust(t, os.Remove(filepath.Join(dir, "d/a")))
+			fsyncPath(t, filepath.Join(dir, "d"))
+			fsyncPath(t, filepath.Join(dir, "d/b"))
+		}, 0, "", 0},
 		{"compressed", func(t *testing.T, dir string) {
 			logMust(t, os.WriteFile(filepath.Join(dir, "c"), bytes.Repeat([]byte("compress me "), 20000), 0o644))
 		}, func(t *testing.T, dir string) {
