@@ -3,12 +3,14 @@
 package btrfs_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -98,6 +100,45 @@ func (r *randFS) op(t *testing.T) string {
 		logMust(t, os.Rename(r.abs(p), r.abs(q)))
 		r.files[i] = q
 		return "rename " + p + " " + q
+	case k < 52 && len(r.dirs) > 1:
+		// Rename a directory, never into itself.
+		i := 1 + rng.IntN(len(r.dirs)-1)
+		p := r.dirs[i]
+		var to []string
+		for _, d := range r.dirs {
+			if d != p && !strings.HasPrefix(d+"/", p+"/") {
+				to = append(to, d)
+			}
+		}
+		q := r.newName(r.pick(to))
+		logMust(t, os.Rename(r.abs(p), r.abs(q)))
+		move := func(xs []string) {
+			for j, x := range xs {
+				if x == p || strings.HasPrefix(x, p+"/") {
+					xs[j] = q + strings.TrimPrefix(x, p)
+				}
+			}
+		}
+		move(r.dirs)
+		move(r.files)
+		return "rename dir " + p + " " + q
+	case k < 54 && len(r.files) > 1:
+		// Rename a file over another.
+		i, j := rng.IntN(len(r.files)), rng.IntN(len(r.files))
+		p, q := r.files[i], r.files[j]
+		if p == q {
+			return "no rename over"
+		}
+		pi, err1 := os.Stat(r.abs(p))
+		qi, err2 := os.Stat(r.abs(q))
+		logMust(t, errors.Join(err1, err2))
+		logMust(t, os.Rename(r.abs(p), r.abs(q)))
+		if os.SameFile(pi, qi) {
+			// Linux does nothing for two names of one inode.
+			return "rename over a link of itself"
+		}
+		r.files = slices.DeleteFunc(r.files, func(x string) bool { return x == p })
+		return "rename over " + p + " " + q
 	case k < 57:
 		p := r.pick(r.files)
 		q := r.newName(r.pick(r.dirs))
@@ -216,8 +257,12 @@ func logRandomRun(t *testing.T, rng *rand.Rand) bool {
 	logMust(t, err)
 	diffTrees(t, "writable open vs kernel", want, ops2Read(t, fsys))
 	logMust(t, fsys.WriteFile("ours", pattern(12345, 9), 0o644))
-	if len(r.files) > 0 {
-		logMust(t, fsys.WriteFile(r.files[0], pattern(5000, 10), 0o644))
+	// And overwrite a file that survived (paths the replay left).
+	for _, p := range want.Paths() {
+		if e := want.Entries[p]; e.Type == btrfstest.TypeRegular {
+			logMust(t, fsys.WriteFile(p, pattern(5000, 10), 0o644))
+			break
+		}
 	}
 	ours := ops2Read(t, fsys)
 	logMust(t, fsys.Close())
