@@ -229,7 +229,11 @@ func logRandomRun(t *testing.T, rng *rand.Rand) bool {
 		did = append(did, r.op(t))
 	}
 	// End with an fsync, so there is something to log.
-	fsyncPath(t, r.abs(r.pick(r.files)))
+	if len(r.files) > 0 {
+		fsyncPath(t, r.abs(r.pick(r.files)))
+	} else {
+		fsyncPath(t, r.abs(r.pick(r.dirs)))
+	}
 	cp := filepath.Join(t.TempDir(), "logged.img")
 	if out, err := exec.Command("cp", "--sparse=always", img, cp).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v: %s", err, out)
