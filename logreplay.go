@@ -696,53 +696,60 @@ func (r *replayer) csums(in *winode, e *extent) error {
 // touched: nlink from the names, a directory's size from its entries, a
 // file's nbytes from its extents. An inode without names is removed.
 func (r *replayer) fixups() error {
-	c := r.c
-	inos := make([]disk.ObjectID, 0, len(r.touched))
-	for ino := range r.touched {
-		inos = append(inos, ino)
-	}
-	slices.Sort(inos)
-	for _, ino := range inos {
-		in, err := c.findInode(ino)
-		if err != nil {
-			return err
+	// Removing an inode can take names from others (a directory's
+	// entries): repeat until no inode is left touched.
+	for len(r.touched) > 0 {
+		inos := make([]disk.ObjectID, 0, len(r.touched))
+		for ino := range r.touched {
+			inos = append(inos, ino)
 		}
-		if in == nil {
-			continue
-		}
-		names, err := r.names(ino)
-		if err != nil {
-			return err
-		}
-		if len(names) == 0 && ino != disk.FirstFreeInode {
-			if err := r.remove(in); err != nil {
+		slices.Sort(inos)
+		clear(r.touched)
+		for _, ino := range inos {
+			if err := r.fixup(ino); err != nil {
 				return err
 			}
-			continue
-		}
-		if in.item.IsDir() {
-			size, _, err := r.dirSize(ino)
-			if err != nil {
-				return err
-			}
-			in.item.Size, in.item.NLink = size, 1
-		} else {
-			in.item.NLink = uint32(len(names))
-			var nb uint64
-			exts, err := c.fileExtents(ino, 0, math.MaxUint64)
-			if err != nil {
-				return err
-			}
-			for i := range exts {
-				nb += nbytesOf(&exts[i])
-			}
-			in.item.NBytes = nb
-		}
-		if err := c.putInode(in); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// fixup recounts one inode (see fixups).
+func (r *replayer) fixup(ino disk.ObjectID) error {
+	c := r.c
+	in, err := c.findInode(ino)
+	if err != nil {
+		return err
+	}
+	if in == nil {
+		return nil
+	}
+	names, err := r.names(ino)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 && ino != disk.FirstFreeInode {
+		return r.remove(in)
+	}
+	if in.item.IsDir() {
+		size, _, err := r.dirSize(ino)
+		if err != nil {
+			return err
+		}
+		in.item.Size, in.item.NLink = size, 1
+	} else {
+		in.item.NLink = uint32(len(names))
+		var nb uint64
+		exts, err := c.fileExtents(ino, 0, math.MaxUint64)
+		if err != nil {
+			return err
+		}
+		for i := range exts {
+			nb += nbytesOf(&exts[i])
+		}
+		in.item.NBytes = nb
+	}
+	return c.putInode(in)
 }
 
 // dirSize is the size of directory ino from its DIR_INDEX entries, and
@@ -765,15 +772,38 @@ func (r *replayer) dirSize(ino disk.ObjectID) (size uint64, n int, err error) {
 }
 
 // remove deletes an inode left without names, with its data, as the
-// kernel's orphan cleanup after replay would. A directory that still has
-// entries is refused.
+// kernel's orphan cleanup after replay would. A directory loses its
+// entries first (their inodes are recounted in turn, as on Linux, where
+// the replay empties a directory left without a name).
 func (r *replayer) remove(in *winode) error {
 	c := r.c
 	if in.item.IsDir() {
-		if _, n, err := r.dirSize(in.ino); err != nil {
+		type entry struct {
+			name   []byte
+			target disk.Key
+		}
+		var ents []entry
+		err := c.tr.Range(c.tx, disk.Key{ObjectID: in.ino, Type: disk.DirIndexKey},
+			disk.Key{ObjectID: in.ino, Type: disk.DirIndexKey, Offset: math.MaxUint64}, func(k disk.Key, data []byte) (bool, error) {
+				es, err := disk.ParseDirItems(data)
+				if err != nil {
+					return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "dir index", Err: err}
+				}
+				for _, e := range es {
+					ents = append(ents, entry{slices.Clone(e.Name), e.Location})
+				}
+				return true, nil
+			})
+		if err != nil {
 			return err
-		} else if n > 0 {
-			return fmt.Errorf("%w: log replay removes directory %d with %d entries", ErrUnsupported, in.ino, n)
+		}
+		for _, e := range ents {
+			if e.target.Type != disk.InodeItemKey {
+				return fmt.Errorf("%w: log replay removes directory %d holding subvolume %q", ErrUnsupported, in.ino, e.name)
+			}
+			if err := r.unlinkName(in.ino, e.name, e.target.ObjectID); err != nil {
+				return err
+			}
 		}
 	}
 	if err := c.dropFileData(in); err != nil {
