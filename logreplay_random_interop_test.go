@@ -220,12 +220,17 @@ func logRandomRun(t *testing.T, rng *rand.Rand) bool {
 	img := btrfstest.Mkfs(t, opts)
 	dir := btrfstest.Mount(t, mount, img)
 	r := &randFS{rng: rng, root: dir, dirs: []string{""}}
+	if rng.IntN(3) == 0 {
+		// Work in a subvolume: its own log tree.
+		logMust(t, exec.Command("btrfs", "subvolume", "create", filepath.Join(dir, "sv")).Run())
+		r.root = filepath.Join(dir, "sv")
+	}
 	var did []string
 	for range 30 {
 		did = append(did, r.op(t))
 	}
 	logMust(t, exec.Command("btrfs", "filesystem", "sync", dir).Run())
-	for range 10 + rng.IntN(60) {
+	for range 10 + rng.IntN(120) {
 		did = append(did, r.op(t))
 	}
 	// End with an fsync, so there is something to log.
