@@ -5,6 +5,7 @@ package btrfs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -382,4 +383,54 @@ func TestLogReplayUnwritable(t *testing.T) {
 	if logRootOf(t, cp) == 0 {
 		t.Fatal("the log is gone")
 	}
+}
+
+// TestLogReplayMultiDevice: a log on a two-device filesystem (RAID1
+// metadata and data) replays read-only over overlays of both devices and
+// writable into both.
+func TestLogReplayMultiDevice(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{DataProfile: "raid1", MetadataProfile: "raid1"})
+	dir := btrfstest.Mount(t, "commit=300", devs...)
+	c := logCases()[0]
+	c.setup(t, dir)
+	logMust(t, exec.Command("btrfs", "filesystem", "sync", dir).Run())
+	c.ops(t, dir)
+	var cps []string
+	for i, d := range devs {
+		cps = append(cps, copyFile(t, d, fmt.Sprintf("dev%d.img", i)))
+	}
+	btrfstest.Unmount(t, dir)
+	if logRootOf(t, cps[0]) == 0 {
+		t.Fatal("the copy has no log tree")
+	}
+	var kcps []string
+	for i, d := range cps {
+		kcps = append(kcps, copyFile(t, d, fmt.Sprintf("k%d.img", i)))
+	}
+	kdir := btrfstest.Mount(t, "", kcps...)
+	want, err := btrfstest.Scan(kdir)
+	logMust(t, err)
+	btrfstest.Unmount(t, kdir)
+
+	before := [2][32]byte{fileSum(t, cps[0]), fileSum(t, cps[1])}
+	ro, err := btrfs.Open(cps[0], &btrfs.Options{Devices: cps[1:]})
+	logMust(t, err)
+	diffTrees(t, "read-only open vs kernel", want, ops2Read(t, ro))
+	logMust(t, ro.Close())
+	if fileSum(t, cps[0]) != before[0] || fileSum(t, cps[1]) != before[1] {
+		t.Fatal("read-only open changed an image")
+	}
+	fsys, err := btrfs.OpenWritable(cps[0], &btrfs.Options{Devices: cps[1:]})
+	logMust(t, err)
+	diffTrees(t, "writable open vs kernel", want, ops2Read(t, fsys))
+	logMust(t, fsys.WriteFile("ours", pattern(20000, 5), 0o644))
+	ours := ops2Read(t, fsys)
+	logMust(t, fsys.Close())
+	btrfstest.Check(t, cps, true)
+	kdir = btrfstest.Mount(t, "", cps...)
+	got, err := btrfstest.Scan(kdir)
+	logMust(t, err)
+	btrfstest.Unmount(t, kdir)
+	diffTrees(t, "kernel after our replay vs our view", ours, got)
 }
