@@ -24,9 +24,15 @@ import (
 // and pass btrfs check.
 func TestLogReplayCrash(t *testing.T) {
 	btrfstest.RequireProgs(t)
-	const name = "log-new-files"
 	seed := testSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 16))
+	for i, name := range btrfstest.LogFixtureNames(t) {
+		t.Run(name, func(t *testing.T) {
+			logReplayCrash(t, name, rand.New(rand.NewPCG(seed, 16+uint64(i))))
+		})
+	}
+}
+
+func logReplayCrash(t *testing.T, name string, rng *rand.Rand) {
 	want := btrfstest.LoadManifest(t, name)
 	base := readImage(t, btrfstest.OpenFixture(t, name))
 	work := filepath.Join(t.TempDir(), "work.img")
@@ -77,7 +83,7 @@ func TestLogReplayCrash(t *testing.T) {
 		}
 		btrfstest.Check(t, []string{path}, true)
 	}
-	t.Logf("seed %d: %d loss points: %v", seed, len(pts), states)
+	t.Logf("%d loss points: %v", len(pts), states)
 	if states["log kept"] == 0 {
 		t.Errorf("loss states %v: no loss kept the log", states)
 	}
