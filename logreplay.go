@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"slices"
 
@@ -72,6 +73,9 @@ func (fsys *FS) replayLog() error {
 		c.t.LogReplayed()
 		return true, nil
 	})
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		err = pe.Err // the path is ".", the op the caller's
+	}
 	if err != nil {
 		return err
 	}
@@ -166,7 +170,7 @@ func (c *wctx) replayLogTree(lt txn.LogTree) error {
 	return nil
 }
 
-// corrupt is a damaged log item.
+// logCorrupt is the error for a damaged log item.
 func logCorrupt(k disk.Key, what string, err error) error {
 	return &disk.CorruptError{Tree: disk.TreeLogObjectID, Key: &k, What: what, Err: err}
 }
