@@ -171,6 +171,9 @@ func (r *randFS) op(t *testing.T) string {
 		return "no rmdir"
 	case k < 86:
 		p := r.pick(r.files)
+		if rng.IntN(4) == 0 {
+			p = r.pick(r.dirs) // directories carry xattrs too
+		}
 		name := fmt.Sprintf("user.x%d", rng.IntN(4))
 		if rng.IntN(3) == 0 {
 			unix.Removexattr(r.abs(p), name) // may not exist
@@ -192,6 +195,10 @@ func (r *randFS) op(t *testing.T) string {
 		return "punch " + p
 	case k < 91:
 		p := r.newName(r.pick(r.dirs))
+		if rng.IntN(2) == 0 {
+			logMust(t, unix.Mkfifo(r.abs(p), 0o640))
+			return "mkfifo " + p
+		}
 		logMust(t, os.Symlink("some/target", r.abs(p)))
 		return "symlink " + p
 	case k < 96:
