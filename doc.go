@@ -20,6 +20,12 @@
 // errors.Is(err, ErrCorrupt) holds and whose text names the place: device
 // offset or logical address, tree and key.
 //
+// A filesystem the kernel left with a log tree (fsync'd changes not yet
+// committed) shows those changes, as a mount shows them after replaying
+// the log: OpenWritable replays the log into the subvolume trees and
+// commits that before anything else; Open replays it into memory, over
+// the devices, leaving the image as it is (docs/design/0016).
+//
 // Concurrency: an FS is safe for use by many goroutines at once; so is an
 // open File for ReadAt. Seek and Read on one File share its offset and are
 // not meant for concurrent use, as with *os.File.

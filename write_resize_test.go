@@ -342,11 +342,11 @@ func TestResizeShrinkMovesData(t *testing.T) {
 		fsys := openWritable(t, []string{img})
 		before := extentAddrs(t, fsys, files)
 		fsys.Close()
-		sum := fileSum(t, img)
+		sum := imageSum(t, img)
 		err := resizeTo(t, img, size-step)
 		if errors.Is(err, btrfs.ErrNoSpace) {
 			t.Logf("shrinking to %d MiB refused: %v", (size-step)>>20, err)
-			if fileSum(t, img) != sum {
+			if imageSum(t, img) != sum {
 				// Refused after moving began: the data it copied went
 				// to free space, the last commit must be whole.
 				t.Log("the refused shrink wrote to free space")
@@ -377,8 +377,8 @@ func TestResizeShrinkMovesData(t *testing.T) {
 	kernelSees(t, img, files)
 }
 
-// fileSum is the sha256 of a file's bytes.
-func fileSum(t *testing.T, path string) string {
+// imageSum is the sha256 of a file's bytes.
+func imageSum(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -672,12 +672,12 @@ func TestResizeShrinkRefusesSnapshots(t *testing.T) {
 		t.Fatalf("snapshot: %v\n%s", err, out)
 	}
 	btrfstest.Unmount(t, dir)
-	sum := fileSum(t, img)
+	sum := imageSum(t, img)
 	err := resizeTo(t, img, 64<<20)
 	if !errors.Is(err, btrfs.ErrUnsupported) || !strings.Contains(err.Error(), "snapshot") {
 		t.Fatalf("shrinking a snapshotted filesystem: %v, want ErrUnsupported naming snapshots", err)
 	}
-	if fileSum(t, img) != sum {
+	if imageSum(t, img) != sum {
 		t.Error("the refused shrink changed the image file")
 	}
 	btrfstest.Check(t, []string{img}, true)

@@ -58,5 +58,7 @@
 // testdata/images at the module root holds small zstd-compressed images with
 // a manifest each (see testdata/images/README.md). OpenFixture and
 // LoadManifest give tests on machines without btrfs-progs what the kernel
-// showed when the image was generated.
+// showed when the image was generated. Fixtures named log-* hold a log
+// tree to replay (their manifest is the kernel's view after its replay);
+// FixtureNames leaves them out and LogFixtureNames lists them.
 package btrfstest
