@@ -60,8 +60,9 @@ func (t *Txn) csumItemsAround(ct *ctree.Tree, start, end uint64) ([]csumRun, err
 			return false, &disk.CorruptError{Tree: disk.CsumTreeObjectID, Key: &k,
 				What: fmt.Sprintf("csum item of %d bytes (csum size %d)", len(data), cs)}
 		}
-		r := csumRun{start: k.Offset, sums: append([]byte(nil), data...)}
+		r := csumRun{start: k.Offset, sums: data}
 		if r.end(cs, sector) >= start {
+			r.sums = append([]byte(nil), data...) // only those kept are copied
 			runs = append(runs, r)
 		}
 		return true, nil
