@@ -43,6 +43,16 @@ import (
 // the log; the caller commits instead.
 var ErrNotLogged = errors.New("txn: change cannot be logged")
 
+// chunksChanged returns an error matching ErrNotLogged when the
+// transaction added, cut or removed a chunk: a log may only name what the
+// last commit's chunk tree maps.
+func (t *Txn) chunksChanged() error {
+	if g := t.growthOf(); g != nil && (len(g.chunks) > 0 || g.shrunk != nil) {
+		return fmt.Errorf("%w: the transaction changed the chunks", ErrNotLogged)
+	}
+	return nil
+}
+
 // LogItem is one item to put in the log.
 type LogItem struct {
 	Key  disk.Key
@@ -91,6 +101,11 @@ func (s logStore) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, er
 // commit knows; no new chunk is made for the log.
 func (s logStore) Alloc(owner disk.ObjectID, level int, hint disk.LogicalAddr) (disk.LogicalAddr, error) {
 	t := s.t
+	if err := t.chunksChanged(); err != nil {
+		// A chunk made since the log began: the new block might land
+		// in it, where a replay could not find it.
+		return 0, err
+	}
 	ns := uint64(t.fs.sb.NodeSize)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -144,8 +159,8 @@ func (t *Txn) LogInode(root, ino disk.ObjectID, items []LogItem, csums [][2]uint
 	if t.done {
 		return fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
-	if g := t.growthOf(); g != nil && (len(g.chunks) > 0 || g.shrunk != nil) {
-		return fmt.Errorf("%w: the transaction changed the chunks", ErrNotLogged)
+	if err := t.chunksChanged(); err != nil {
+		return err
 	}
 	if t.log == nil {
 		t.log = &treeLog{trees: map[disk.ObjectID]*ctree.Tree{}, pending: map[disk.LogicalAddr][]byte{},
@@ -288,6 +303,12 @@ func (t *Txn) SyncLog() error {
 	}
 	if l.broken != nil {
 		return fmt.Errorf("%w: %w", ErrNotLogged, l.broken)
+	}
+	if err := t.chunksChanged(); err != nil {
+		// Items logged before the chunk was made reference the old
+		// chunks only, but the blocks this sync copies could land in
+		// the new one.
+		return err
 	}
 	fs := t.fs
 	fs.flightMu.Lock()
