@@ -40,6 +40,10 @@ type volume struct {
 	subvols map[disk.ObjectID]*subvol // protected by mu
 
 	ext *extentCache
+
+	// warnings are what a read-only open wants the user to know (the
+	// log it could not replay, logreplay_open.go); immutable.
+	warnings []string
 }
 
 // subvol is one loaded subvolume tree.

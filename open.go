@@ -28,6 +28,10 @@ func Open(path string, opts *Options) (*FS, error) {
 		}
 		return nil, err
 	}
+	if set.Super.LogRoot != 0 && !o.NoLogReplay {
+		set.Close()
+		return openReplayed(path, o)
+	}
 	fsys, err := openSet(set, o)
 	if err != nil {
 		set.Close()

@@ -28,6 +28,13 @@ type Options struct {
 	// whose primary copy is damaged, as btrfs-progs can; the kernel uses
 	// only the primary.
 	SuperFallback bool
+	// NoLogReplay opens a filesystem the kernel left with a log tree (an
+	// fsync after the last commit) as of its last commit, like mount -o
+	// nologreplay: the fsync'd changes are not shown. Without it, Open
+	// shows them (the log is replayed in memory, the image is not
+	// written) and OpenWritable replays and commits them first. Only
+	// read-only opens take it; OpenWritable refuses it.
+	NoLogReplay bool
 
 	// Compress is the compression of file data written through an FS
 	// opened with OpenWritable: "" (none), "zlib", "lzo" or "zstd", like

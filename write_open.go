@@ -68,6 +68,12 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	w.close = func() error { return w.closeWriter(fsys) }
 	fsys.w = w
 	fsys.closers = []closerFunc{w.close}
+	// A log the kernel left is replayed and committed before anything
+	// else may change (logreplay.go).
+	if err := fsys.replayLog(); err != nil {
+		fsys.Close()
+		return nil, fmt.Errorf("%s: replay log: %w", path, err)
+	}
 	if iv := o.commitInterval(); iv > 0 {
 		fsys.startCommitter(iv)
 	}

@@ -211,7 +211,7 @@ func ops2Compare(t *testing.T, what string, w *ops2Want, got *btrfstest.Tree) {
 func ops2Read(t *testing.T, fsys *btrfs.FS) *btrfstest.Tree {
 	t.Helper()
 	tr := &btrfstest.Tree{Entries: map[string]*btrfstest.Entry{}}
-	groups := map[uint64][]string{}
+	groups := map[[2]uint64][]string{} // by subvolume and inode
 	err := fs.WalkDir(fsys, ".", func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -260,7 +260,8 @@ func ops2Read(t *testing.T, fsys *btrfs.FS) *btrfstest.Tree {
 		}
 		tr.Entries[p] = e
 		if e.Type != btrfstest.TypeDir {
-			groups[st.Ino] = append(groups[st.Ino], p)
+			k := [2]uint64{st.Subvolume, st.Ino}
+			groups[k] = append(groups[k], p)
 		}
 		return nil
 	})

@@ -47,6 +47,27 @@ func FixtureDir(tb testing.TB) string {
 	return filepath.Join(ModuleRoot(tb), "testdata", "images")
 }
 
+// LogFixturePrefix starts the names of the fixtures with a log tree to
+// replay (an fsync after the last commit). FixtureNames leaves them out:
+// the kernel replays a log only on a writable mount, and what they show
+// depends on replaying it; tests name them (LogFixtureNames).
+const LogFixturePrefix = "log-"
+
+// LogFixtureNames lists the committed fixtures with a log tree, sorted.
+func LogFixtureNames(tb testing.TB) []string {
+	tb.Helper()
+	matches, err := filepath.Glob(filepath.Join(FixtureDir(tb), LogFixturePrefix+"*"+fixtureImageExt))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	names := make([]string, 0, len(matches))
+	for _, m := range matches {
+		names = append(names, strings.TrimSuffix(filepath.Base(m), fixtureImageExt))
+	}
+	sort.Strings(names)
+	return names
+}
+
 // FixtureNames lists the committed fixtures (NAME of NAME.img.zst), sorted,
 // so tests can run against every fixture without naming each.
 func FixtureNames(tb testing.TB) []string {
@@ -57,7 +78,11 @@ func FixtureNames(tb testing.TB) []string {
 	}
 	names := make([]string, 0, len(matches))
 	for _, m := range matches {
-		names = append(names, strings.TrimSuffix(filepath.Base(m), fixtureImageExt))
+		name := strings.TrimSuffix(filepath.Base(m), fixtureImageExt)
+		if strings.HasPrefix(name, LogFixturePrefix) {
+			continue
+		}
+		names = append(names, name)
 	}
 	sort.Strings(names)
 	return names

@@ -72,6 +72,9 @@ func openImage(image string, opts *btrfs.Options, writable bool, warn func(strin
 		for _, id := range fsys.MissingDevices() {
 			warn(fmt.Sprintf("warning, device %d is missing", id))
 		}
+		for _, w := range fsys.Warnings() {
+			warn("warning, " + w)
+		}
 	}
 	return fsys, nil
 }

@@ -38,6 +38,7 @@ func fixedStructs() []fixedStruct {
 		{"btrfs_dev_replace_item", DevReplaceItemSize, 72, func() codec { return new(DevReplaceItem) }, none},
 		{"btrfs_balance_item", BalanceItemSize, 448, func() codec { return new(BalanceItem) }, none},
 		{"btrfs_verity_descriptor_item", VerityDescItemSize, 25, func() codec { return new(VerityDescItem) }, none},
+		{"btrfs_dir_log_item", DirLogItemSize, 8, func() codec { return new(DirLogItem) }, none},
 		{"btrfs_extent_data_ref", ExtentDataRefSize, 28, func() codec { return new(ExtentDataRef) }, none},
 		{"btrfs_shared_data_ref", SharedDataRefSize, 4, func() codec { return new(SharedDataRef) }, none},
 		{"btrfs_file_extent_item", FileExtentItemSize, 53, func() codec { return new(FileExtentItem) },

@@ -68,8 +68,12 @@
 // but nothing committed references it, so the filesystem is logically as
 // the last commit left it (byte-identical only for transactions without
 // data). It never writes degraded or to RAID5/6 metadata, and
-// refuses filesystems it cannot keep consistent (log tree present, no
-// skinny metadata, extent tree v2, shared tree blocks). With the
+// refuses filesystems it cannot keep consistent (no skinny metadata,
+// extent tree v2, shared tree blocks). A log tree the kernel left is
+// read at Open, its blocks pinned and its data extents held out of the
+// allocator (logtree.go); the filesystem layer replays it in the first
+// transaction, and no commit may drop a log it did not replay
+// (docs/design/0016). With the
 // block-group tree (compat_ro BLOCK_GROUP_TREE) the BLOCK_GROUP_ITEMs are
 // read, inserted, updated and removed in tree 11 instead of the extent
 // tree, and tree 11's ROOT_ITEM is kept in step like every opened tree's.

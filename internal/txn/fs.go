@@ -69,6 +69,8 @@ type FS struct {
 	// cache, when set, serves committed tree blocks and is given every
 	// block a commit writes (SetBlockCache).
 	cache BlockCache
+	// log is the log tree found at open (logtree.go), nil without one.
+	log *logState
 }
 
 // BlockCache is a cache of verified committed tree blocks that the layer
@@ -171,14 +173,17 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := fs.loadSpace(); err != nil {
 		return nil, err
 	}
+	if sb.LogRoot != 0 {
+		if err := fs.loadLog(); err != nil {
+			return nil, err
+		}
+	}
 	return fs, nil
 }
 
 // supported refuses features whose bookkeeping this package does not do.
 func supported(sb *disk.Superblock) error {
 	switch {
-	case sb.LogRoot != 0:
-		return fmt.Errorf("%w: log tree present (replay it by mounting first)", ErrUnsupported)
 	case sb.IncompatFlags&disk.IncompatSkinnyMetadata == 0:
 		return fmt.Errorf("%w: no skinny metadata", ErrUnsupported)
 	case sb.IncompatFlags&disk.IncompatExtentTreeV2 != 0:
@@ -221,6 +226,10 @@ func (fs *FS) loadSpace() error {
 		return fmt.Errorf("extent tree: %w", err)
 	}
 	fs.space = sp
+	if fs.log != nil && fs.sb.LogRoot != 0 {
+		// A rebuild after an abort: the log is still to be replayed.
+		return fs.holdLog()
+	}
 	return nil
 }
 

@@ -96,6 +96,9 @@ func (t *Txn) currentRoot(id disk.ObjectID) (ctree.Root, bool) {
 func (t *Txn) newSuper() (disk.Superblock, error) {
 	old := &t.fs.sb
 	sb := *old
+	if err := t.checkLogDropped(); err != nil {
+		return sb, err
+	}
 	rr, _ := t.currentRoot(disk.RootTreeObjectID)
 	if rr.Generation != t.gen {
 		return sb, fmt.Errorf("txn: root tree root generation %d, transaction %d", rr.Generation, t.gen)

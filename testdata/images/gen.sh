@@ -103,4 +103,15 @@ if [[ -n ${GOBTRFS_PROGS_DIR:-} ]]; then
 else
 	echo "gen.sh: GOBTRFS_PROGS_DIR not set, kernel-bgt-16k-crc32c kept as committed" >&2
 fi
+# log-NAME: kernel filesystems copied after fsyncs, before the next commit,
+# so they hold a log tree to replay; the manifest is what a kernel mount of
+# a copy showed after replaying it (the root package's TestGenLogFixtures).
+mkdir "$work/log"
+(cd "$root" && GOBTRFS_GEN_LOG_FIXTURES=$work/log quiet go test -count=1 -run '^TestGenLogFixtures$' .)
+for img in "$work"/log/*.img; do
+	name=$(basename "$img" .img)
+	zstd -19 -q -f "$img" -o "$here/$name.img.zst"
+	cp "$work/log/$name.manifest" "$here/$name.manifest"
+	echo "$name: $(stat -c %s "$here/$name.img.zst") bytes compressed (log tree)"
+done
 du -cb "$here"/*.img.zst | tail -1
