@@ -125,6 +125,9 @@ func (fsys *FS) logLocked(w *writer, q *changeReq) bool {
 		q.logged, q.err = true, err
 		return false
 	}
+	// The items go into the log now: a write to the file later in this
+	// batch starts a new set, so the file stays dirty after the sync.
+	delete(l.dirty, k)
 	items, csums, err := fsys.logItems(w.t, k.tree, k.ino, ops)
 	if err == nil {
 		err = w.t.LogInode(k.tree, k.ino, items, csums)
@@ -151,8 +154,7 @@ func (fsys *FS) syncLogLocked(w *writer, qs []*changeReq) {
 	}
 	for _, q := range qs {
 		q.logged, q.err = true, err
-		if err == nil {
-			delete(l.dirty, *q.logFile)
+		if _, again := l.dirty[*q.logFile]; err == nil && !again {
 			l.logged[*q.logFile] = true
 		}
 	}
