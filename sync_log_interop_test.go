@@ -197,7 +197,8 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			btrfstest.Check(t, []string{img}, true)
 			compareMounted(t, img, content)
 
-			// The crash copy, replayed by the kernel.
+			// The crash copy, replayed by our read-only open (into
+			// memory) and by the kernel.
 			want := map[string][]byte{}
 			for n := range content {
 				want[n] = committed[n]
@@ -205,6 +206,20 @@ func TestTreeLogKernelReplay(t *testing.T) {
 					want[n] = b
 				}
 			}
+			ro, err := btrfs.Open(crash, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, b := range want {
+				got, err := ro.ReadFile(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, b) {
+					t.Errorf("%s: our replay reads %d bytes, want %d (first difference at %d)", n, len(got), len(b), firstDiff(got, b))
+				}
+			}
+			ro.Close()
 			compareMounted(t, crash, want)
 			if sb := superOf(t, crash); sb.LogRoot != 0 {
 				t.Fatalf("kernel mount left log tree %d", sb.LogRoot)
