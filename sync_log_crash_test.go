@@ -18,8 +18,8 @@ import (
 
 // Power loss while File.Syncs go through the tree log (sync_log.go).
 //
-// One goroutine writes to a few files and syncs them one at a time; the
-// device's writes and syncs are recorded, and a crash image is built for
+// A goroutine per file writes it and syncs it, all at once; the device's
+// writes and syncs are recorded, and a crash image is built for
 // each loss point as in TestCrashDuringConcurrentSyncs: the writes before
 // it, those before its last sync durable, a random subset of the rest
 // kept (whole or torn). The kernel mounts each crash image, replaying
@@ -86,31 +86,46 @@ func TestCrashDuringLogSyncs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ops := 40
+	// One goroutine per file: each writes its file and syncs it, so
+	// Syncs and writes of different files meet in the change batches.
+	ops := 20
 	if longTests() {
-		ops = 200
+		ops = 80
 	}
-	for range ops {
-		f := rng.IntN(nfiles)
-		if rng.IntN(3) == 0 {
-			versions[f] = append(versions[f], slices.Clone(cur[f]))
-			if err := files[f].Sync(); err != nil {
-				t.Fatal(err)
+	var wg sync.WaitGroup
+	for f := range nfiles {
+		frng := rand.New(rand.NewPCG(rng.Uint64(), uint64(f)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range ops {
+				if frng.IntN(3) == 0 {
+					versions[f] = append(versions[f], slices.Clone(cur[f]))
+					if err := files[f].Sync(); err != nil {
+						t.Error(err)
+						return
+					}
+					rec.mu.Lock()
+					rec.promised[f] = len(versions[f]) - 1
+					rec.mu.Unlock()
+					continue
+				}
+				off := frng.IntN(len(cur[f]) + 4096)
+				p := bytes.Repeat([]byte{byte(frng.IntN(250) + 1)}, 1+frng.IntN(12000))
+				if _, err := files[f].WriteAt(p, int64(off)); err != nil {
+					t.Error(err)
+					return
+				}
+				if end := off + len(p); end > len(cur[f]) {
+					cur[f] = append(cur[f], make([]byte, end-len(cur[f]))...)
+				}
+				copy(cur[f][off:], p)
 			}
-			rec.mu.Lock()
-			rec.promised[f] = len(versions[f]) - 1
-			rec.mu.Unlock()
-			continue
-		}
-		off := rng.IntN(len(cur[f]) + 4096)
-		p := bytes.Repeat([]byte{byte(rng.IntN(250) + 1)}, 1+rng.IntN(12000))
-		if _, err := files[f].WriteAt(p, int64(off)); err != nil {
-			t.Fatal(err)
-		}
-		if end := off + len(p); end > len(cur[f]) {
-			cur[f] = append(cur[f], make([]byte, end-len(cur[f]))...)
-		}
-		copy(cur[f][off:], p)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	wc, err := fsys.WriteCounters()
 	if err != nil {
@@ -168,11 +183,23 @@ func TestCrashDuringLogSyncs(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "crash.img")
 		crashImageOf(t, crash, crash.Size()).save(t, p)
 		btrfstest.CheckNewer(t, p, true)
+		// Our replays: into memory (Open) and into the image
+		// (OpenWritable, on a copy), each must show what the kernel's
+		// does.
+		ours := readOurs(t, p, nfiles, false)
+		p2 := filepath.Join(t.TempDir(), "crash2.img")
+		crashImageOf(t, crash, crash.Size()).save(t, p2)
+		oursRW := readOurs(t, p2, nfiles, true)
+		btrfstest.Check(t, []string{p2}, true)
 		dir := btrfstest.Mount(t, "", p)
 		for f := range nfiles {
 			got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("f%d", f)))
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
+			}
+			if !bytes.Equal(got, ours[f]) || !bytes.Equal(got, oursRW[f]) {
+				t.Errorf("%s: f%d: the kernel's replay reads %d bytes, Open's %d, OpenWritable's %d, not all equal",
+					what, f, len(got), len(ours[f]), len(oursRW[f]))
 			}
 			v := slices.IndexFunc(versions[f], func(b []byte) bool { return bytes.Equal(b, got) })
 			switch {
@@ -194,6 +221,32 @@ func TestCrashDuringLogSyncs(t *testing.T) {
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readOurs reads the files f0... of img through our own log replay:
+// Open's, into memory, or OpenWritable's, into the image (then closed).
+func readOurs(t *testing.T, img string, n int, writable bool) [][]byte {
+	t.Helper()
+	var (
+		fsys *btrfs.FS
+		err  error
+	)
+	if writable {
+		fsys, err = btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1})
+	} else {
+		fsys, err = btrfs.Open(img, nil)
+	}
+	if err != nil {
+		t.Fatalf("open (writable %v): %v", writable, err)
+	}
+	defer fsys.Close()
+	out := make([][]byte, n)
+	for f := range n {
+		if out[f], err = fsys.ReadFile(fmt.Sprintf("f%d", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 // logRecorder is the device of TestCrashDuringLogSyncs: an in-memory
