@@ -88,7 +88,7 @@ func Run(c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	fsys, err := btrfs.OpenWritable(r.Image, &btrfs.Options{NoPushRightShortcut: r.NoShortcut})
+	fsys, err := btrfs.OpenWritable(r.Image, &btrfs.Options{NoPushRightShortcut: r.NoShortcut, NoTreeLog: r.NoTreeLog})
 	if err != nil {
 		return Result{}, err
 	}
