@@ -1,9 +1,11 @@
 package btrfs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -38,7 +40,7 @@ type logState struct {
 	// them (each drops its range of the committed items, then goes in)
 	// gives the running transaction's extent items.
 	dirty  map[dirKey]map[disk.Key][]byte
-	logged map[dirKey]bool
+	logged map[dirKey]*txn.LogFlight
 }
 
 // logOp is one file extent item apply set (data) or deleted (nil).
@@ -59,7 +61,7 @@ func (w *writer) noteLoggable(c *wctx) {
 		return
 	}
 	if l.dirty == nil {
-		l.dirty, l.logged = map[dirKey]map[disk.Key][]byte{}, map[dirKey]bool{}
+		l.dirty, l.logged = map[dirKey]map[disk.Key][]byte{}, map[dirKey]*txn.LogFlight{}
 	}
 	f := *c.logFile
 	ops := l.dirty[f]
@@ -91,13 +93,37 @@ func (fsys *FS) syncLogged(sv, ino disk.ObjectID) (done bool, err error) {
 	}
 	r := &changeReq{fsys: fsys, op: "sync", logFile: &dirKey{tree: sv, ino: ino}}
 	w.combine(r)
+	for r.retryAfter != nil {
+		// A log sync is on its way: wait for it, then log once with
+		// every fsync that waited meanwhile (group sync, as the
+		// kernel's fsync waits for the log commit in progress).
+		// Logging at once instead would queue one log sync per batch
+		// behind it, each paying for its own device syncs.
+		if err := r.retryAfter(); err != nil {
+			return true, err
+		}
+		r = &changeReq{fsys: fsys, op: "sync", logFile: r.logFile}
+		w.combine(r)
+	}
+	if r.logged && r.err == nil && r.finishAfter != nil {
+		// The log sync goes to the devices without the lock.
+		if err := r.finishAfter(); err != nil {
+			w.mu.Lock()
+			if w.dead == nil {
+				w.dead = err
+			}
+			w.mu.Unlock()
+			return true, err
+		}
+	}
 	return r.logged, r.err
 }
 
 // logLocked is the first half of an fsync through the log, in a batch
-// with w.mu held: it puts the file in the log. It returns true when the
-// file needs the log written (syncLogLocked); otherwise q is done: its
-// file needed nothing (q.logged), or the log cannot take it (q.logged
+// with w.mu held. It returns true when the file must go into the log
+// (syncLogLocked, at the end of the batch, does that); otherwise q is
+// done: the file needed nothing or is in a log sync on its way
+// (q.logged, maybe q.finishAfter), or the log cannot take it (q.logged
 // false: the caller commits), or it failed (q.err).
 func (fsys *FS) logLocked(w *writer, q *changeReq) bool {
 	if w.dead != nil {
@@ -109,59 +135,91 @@ func (fsys *FS) logLocked(w *writer, q *changeReq) bool {
 	}
 	k := *q.logFile
 	l := &w.cache.log
-	if l.logged[k] {
-		q.logged = true // a synced log holds its last writes
+	if f := l.logged[k]; f != nil {
+		// A log sync holds its last writes: wait for it.
+		q.logged, q.finishAfter = true, f.Finish
 		return false
 	}
-	ops, dirty := l.dirty[k]
+	_, dirty := l.dirty[k]
 	if !dirty {
 		// Not changed in this transaction: its changes are in the
 		// commits on their way, if any.
 		q.logged, q.err = true, fsys.finish(w.flight, w.flightSeq)
 		return false
 	}
-	// The log builds on the last commit, which must be durable.
-	if err := fsys.finish(w.flight, w.flightSeq); err != nil {
-		q.logged, q.err = true, err
-		return false
-	}
-	// The items go into the log now: a write to the file later in this
-	// batch starts a new set, so the file stays dirty after the sync.
-	delete(l.dirty, k)
-	items, csums, err := fsys.logItems(w.t, k.tree, k.ino, ops)
-	if err == nil {
-		err = w.t.LogInode(k.tree, k.ino, items, csums)
-	}
-	if errors.Is(err, txn.ErrNotLogged) {
-		l.off = true
-		return false
-	}
-	if err != nil {
-		q.logged, q.err = true, err
-		return false
-	}
 	return true
 }
 
-// syncLogLocked writes the log once for the fsyncs of a batch whose files
-// logLocked put in it.
+// syncLogLocked logs, at the end of a batch with fsyncs that need the
+// log (logLocked), every file written since it was last logged, not only
+// theirs, and hands the log to the devices once; each fsync waits for
+// that log sync after the lock is released (syncLogged). Logging every
+// dirty file is what makes fsyncs group: sysbench (and many programs)
+// fsync file after file, and each later fsync finds its file in the log
+// sync on its way and only waits for it, as every Sync a commit covers
+// does, instead of making a log sync of its own.
 func (fsys *FS) syncLogLocked(w *writer, qs []*changeReq) {
 	l := &w.cache.log
-	err := w.t.SyncLog()
-	if errors.Is(err, txn.ErrNotLogged) {
-		l.off = true // each caller commits
-		return
-	}
-	for _, q := range qs {
-		q.logged, q.err = true, err
-		if _, again := l.dirty[*q.logFile]; err == nil && !again {
-			l.logged[*q.logFile] = true
+	fallback := func() {
+		for _, q := range qs {
+			q.logged = false // each caller commits
 		}
 	}
+	// A later change of the batch may have turned the log off, or
+	// committed (past the dirty limit).
+	if w.dead != nil || w.t == nil || l.off {
+		fallback()
+		return
+	}
+	fail := func(err error) {
+		for _, q := range qs {
+			q.logged, q.err = true, err
+		}
+	}
+	// The log builds on the last commit, which must be durable.
+	if err := fsys.finish(w.flight, w.flightSeq); err != nil {
+		fail(err)
+		return
+	}
+	files := slices.SortedFunc(maps.Keys(l.dirty), func(a, b dirKey) int {
+		if a.tree != b.tree {
+			return cmp.Compare(a.tree, b.tree)
+		}
+		return cmp.Compare(a.ino, b.ino)
+	})
+	for _, k := range files {
+		items, csums, err := fsys.logItems(w.t, k.tree, k.ino, l.dirty[k])
+		if err == nil {
+			err = w.t.LogInode(k.tree, k.ino, items, csums)
+		}
+		if errors.Is(err, txn.ErrNotLogged) {
+			l.off = true
+			fallback()
+			return
+		}
+		if err != nil {
+			w.dead = err
+			fail(err)
+			return
+		}
+		delete(l.dirty, k)
+	}
+	f, err := w.t.PrepareLog()
+	if errors.Is(err, txn.ErrNotLogged) {
+		l.off = true
+		fallback()
+		return
+	}
 	if err != nil {
-		// The devices failed under the log: as after a failed commit,
-		// the FS takes no more changes.
 		w.dead = err
+		fail(err)
+		return
+	}
+	for _, k := range files {
+		l.logged[k] = f
+	}
+	for _, q := range qs {
+		q.logged, q.finishAfter = true, f.Finish
 	}
 }
 

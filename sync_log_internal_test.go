@@ -11,9 +11,9 @@ import (
 )
 
 // TestLogBatchWriteAfterSync: a Sync and, after it, a write to the same
-// file run in one change batch (writer.combine). The Sync logs the file
-// as it was; the write must leave the file dirty, so that the next Sync
-// logs it again, and a replay of that log shows the write.
+// file run in one change batch (writer.combine). After a second Sync a
+// replay of the log shows both writes: the write in the batch is never
+// taken for logged when it is not.
 func TestLogBatchWriteAfterSync(t *testing.T) {
 	btrfstest.RequireProgs(t)
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
@@ -80,13 +80,13 @@ func TestLogBatchWriteAfterSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, _ := fsys.WriteCounters()
+	// The write may have gone into the batch's log sync (every dirty
+	// file is logged at the end of the batch) or wait for this one.
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := fsys.WriteCounters()
-	if after.LogSyncs != before.LogSyncs+1 {
-		t.Fatalf("the Sync after the batch wrote %d logs, want 1: the write in the batch was lost", after.LogSyncs-before.LogSyncs)
+	if wc, _ := fsys.WriteCounters(); wc.LogSyncs == 0 || wc.Commits != 1 {
+		t.Fatalf("%d log syncs and %d commits, want some and 1", wc.LogSyncs, wc.Commits)
 	}
 	// A crash now: the replayed file holds both writes.
 	b, err := os.ReadFile(img)

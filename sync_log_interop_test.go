@@ -173,8 +173,10 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if wc.LogSyncs != 4 || wc.Commits != 2 {
-				t.Fatalf("%d log syncs and %d commits, want 4 and 2 (the Commits above)", wc.LogSyncs, wc.Commits)
+			// A log sync takes every file written since the last one,
+			// so a later Sync may find its file in the log already.
+			if wc.LogSyncs < 1 || wc.LogSyncs > 4 || wc.Commits != 2 {
+				t.Fatalf("%d log syncs and %d commits, want 1 to 4 and 2 (the Commits above)", wc.LogSyncs, wc.Commits)
 			}
 			crash := crashCopy(t, img)
 			if sb := superOf(t, crash); sb.LogRoot == 0 {

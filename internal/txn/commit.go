@@ -63,7 +63,10 @@ func (t *Txn) Prepare() (*Flight, error) {
 	}
 	t.fs.ReleaseDurable()
 	// The log ends with this commit, whose superblock names none.
-	t.dropLog()
+	if err := t.dropLog(); err != nil {
+		t.Abort()
+		return nil, fmt.Errorf("commit %d: finish the log: %w", t.gen, err)
+	}
 	var sb disk.Superblock
 	// The data written behind goes out while the bookkeeping runs (it
 	// touches no data); it must be on the devices before they are

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/ctree"
@@ -77,7 +78,10 @@ type treeLog struct {
 	synced bool
 	// broken is set when a change to the log failed half way.
 	broken error
-	buf    []byte // for writeRuns
+	// last is the newest log sync handed to the devices; waiting are
+	// those whose freed blocks are not released yet (releaseDone).
+	last    *LogFlight
+	waiting []*LogFlight
 }
 
 // logStore is the ctree.Store of the log's blocks.
@@ -171,6 +175,7 @@ func (t *Txn) LogInode(root, ino disk.ObjectID, items []LogItem, csums [][2]uint
 	if l.broken != nil {
 		return fmt.Errorf("%w: %w", ErrNotLogged, l.broken)
 	}
+	t.releaseDone()
 	if err := t.logInode(root, ino, items, csums); err != nil {
 		l.broken = err
 		return fmt.Errorf("%w: %w", ErrNotLogged, err)
@@ -289,34 +294,37 @@ func (t *Txn) logCsums(lt *ctree.Tree, ranges [][2]uint64) error {
 	return nil
 }
 
-// SyncLog makes the log durable: the data written behind so far, the
-// log's blocks, then the primary superblock of every device, which is the
-// last commit's with log_root pointing at the log root tree (the kernel
-// writes only the primary copy for a log, too). The last commit must be
-// durable before (the caller finishes the flights first; SyncLog checks).
-// A failure leaves the FS broken, as a failed commit does: the primary
-// superblocks may be old or new.
-func (t *Txn) SyncLog() error {
+// PrepareLog hands the log as it is now to the devices: it brings the log
+// root tree up to date, checksums the blocks changed since the last
+// PrepareLog, and returns the LogFlight that writes them, the data written
+// behind so far, and then the primary superblock of every device: the
+// last commit's, with log_root pointing at the log root tree (the kernel
+// writes only the primary copy for a log, too). It runs under the
+// caller's lock, as LogInode; LogFlight.Finish runs without it, so
+// changes go on while the devices sync. The last commit must be durable
+// (the caller finishes the commit flights first; PrepareLog checks).
+func (t *Txn) PrepareLog() (*LogFlight, error) {
 	l := t.log
 	if t.done || l == nil || l.root == nil {
-		return fmt.Errorf("txn: no log to sync")
+		return nil, fmt.Errorf("txn: no log to sync")
 	}
 	if l.broken != nil {
-		return fmt.Errorf("%w: %w", ErrNotLogged, l.broken)
+		return nil, fmt.Errorf("%w: %w", ErrNotLogged, l.broken)
 	}
 	if err := t.chunksChanged(); err != nil {
 		// Items logged before the chunk was made reference the old
 		// chunks only, but the blocks this sync copies could land in
 		// the new one.
-		return err
+		return nil, err
 	}
 	fs := t.fs
 	fs.flightMu.Lock()
 	inFlight := fs.flight != nil
 	fs.flightMu.Unlock()
 	if inFlight {
-		return fmt.Errorf("txn: log sync with a commit on its way")
+		return nil, fmt.Errorf("txn: log sync with a commit on its way")
 	}
+	t.releaseDone()
 	// The log root tree names each subvolume's log root.
 	ids := make([]disk.ObjectID, 0, len(l.trees))
 	for id := range l.trees {
@@ -341,44 +349,123 @@ func (t *Txn) SyncLog() error {
 		}
 		if err != nil {
 			l.broken = err
-			return fmt.Errorf("%w: %w", ErrNotLogged, err)
+			return nil, fmt.Errorf("%w: %w", ErrNotLogged, err)
 		}
 	}
 	if _, err := l.tx.WriteDirty(); err != nil {
 		l.broken = err
-		return fmt.Errorf("%w: %w", ErrNotLogged, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotLogged, err)
 	}
-	if err := t.FlushData(); err != nil {
-		return fmt.Errorf("log sync: write data: %w", err)
-	}
-	addrs := sortedAddrs(l.pending)
-	if err := fs.writeRuns(&l.buf, int(fs.sb.NodeSize), addrs, l.pending); err != nil {
-		fs.setBroken(err)
-		return fmt.Errorf("log sync: write log blocks: %w", err)
-	}
-	clear(l.pending)
 	sb := fs.sb
 	rr := l.root.Root()
 	sb.LogRoot, sb.LogRootLevel, sb.LogRootTransID = rr.Addr, uint8(rr.Level), 0
+	f := &LogFlight{fs: fs, prev: l.last, addrs: sortedAddrs(l.pending), blocks: l.pending, sb: sb,
+		data: &t.wb, freed: l.freed, done: make(chan struct{})}
+	l.pending, l.freed = map[disk.LogicalAddr][]byte{}, nil
+	l.last = f
+	l.waiting = append(l.waiting, f)
 	l.synced = true
-	if err := fs.writePrimarySupers(&sb); err != nil {
-		fs.setBroken(err)
-		return fmt.Errorf("log sync: write superblocks: %w", err)
-	}
-	fs.counters.logSyncs.Add(1)
-	// The superblock names the new log: the blocks the old one used and
-	// this one does not are free again.
-	t.mu.Lock()
-	for _, a := range l.freed {
-		delete(l.owned, a)
-		if err := fs.space.Release(uint64(a), uint64(fs.sb.NodeSize)); err != nil && l.broken == nil {
-			l.broken = fmt.Errorf("txn: release log block %d: %w", a, err)
+	return f, nil
+}
+
+// LogFlight is a log sync on its way to the devices (PrepareLog).
+type LogFlight struct {
+	fs     *FS
+	prev   *LogFlight // the log sync before it, durable first
+	addrs  []disk.LogicalAddr
+	blocks map[disk.LogicalAddr][]byte
+	sb     disk.Superblock
+	data   *writeBehind
+	// freed are log blocks the log stopped using before this sync: free
+	// again once its superblock is durable (releaseDone).
+	freed []disk.LogicalAddr
+
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+// Finish makes the log sync durable: the log syncs before it first, then
+// the data written behind, the log's blocks, a sync, the primary
+// superblocks, a sync. Any number of goroutines may call it; all return
+// when it is durable or failed, with the same error. A failure leaves the
+// FS broken, as a failed commit does: the primary superblocks may be old
+// or new.
+func (f *LogFlight) Finish() error {
+	f.once.Do(func() {
+		defer close(f.done)
+		if f.prev != nil {
+			if err := f.prev.Finish(); err != nil {
+				f.err = err
+				return
+			}
+			f.prev = nil
 		}
-		t.touch(uint64(a))
+		fs := f.fs
+		fs.logMu.Lock()
+		defer fs.logMu.Unlock()
+		if err := f.data.flush(); err != nil {
+			f.err = fmt.Errorf("log sync: write data: %w", err)
+		} else if err := fs.writeRuns(&fs.logBuf, int(f.sb.NodeSize), f.addrs, f.blocks); err != nil {
+			f.err = fmt.Errorf("log sync: write log blocks: %w", err)
+		} else if err := fs.writePrimarySupers(&f.sb); err != nil {
+			f.err = fmt.Errorf("log sync: write superblocks: %w", err)
+		}
+		if f.err != nil {
+			fs.setBroken(f.err)
+			return
+		}
+		f.blocks = nil
+		fs.counters.logSyncs.Add(1)
+	})
+	<-f.done
+	return f.err
+}
+
+// LogInFlight returns the newest log sync if it is still on its way to
+// the devices, else nil.
+func (t *Txn) LogInFlight() *LogFlight {
+	if t.log == nil || t.log.last == nil {
+		return nil
 	}
-	t.mu.Unlock()
-	l.freed = l.freed[:0]
-	return nil
+	if ok, _ := t.log.last.finished(); ok {
+		return nil
+	}
+	return t.log.last
+}
+
+// finished reports whether Finish has run to its end, with its error.
+func (f *LogFlight) finished() (bool, error) {
+	select {
+	case <-f.done:
+		return true, f.err
+	default:
+		return false, nil
+	}
+}
+
+// releaseDone makes the blocks freed before each durable log sync free
+// again: no durable superblock names a log that uses them. Called under
+// the caller's lock (LogInode, PrepareLog).
+func (t *Txn) releaseDone() {
+	l := t.log
+	n := 0
+	for _, f := range l.waiting {
+		if ok, err := f.finished(); !ok || err != nil {
+			break // in order: a later one cannot be durable first
+		}
+		t.mu.Lock()
+		for _, a := range f.freed {
+			delete(l.owned, a)
+			if err := t.fs.space.Release(uint64(a), uint64(t.fs.sb.NodeSize)); err != nil && l.broken == nil {
+				l.broken = fmt.Errorf("txn: release log block %d: %w", a, err)
+			}
+			t.touch(uint64(a))
+		}
+		t.mu.Unlock()
+		n++
+	}
+	l.waiting = l.waiting[n:]
 }
 
 // logRootItem is the ROOT_ITEM of a subvolume's log tree in the log root
@@ -394,16 +481,22 @@ func logRootItem(r ctree.Root, nodesize uint32) disk.RootItem {
 	return ri
 }
 
-// dropLog ends the log at a commit: every block it holds or held is
-// pinned until the commit is durable (a durable superblock may name the
-// log until then). Called at the start of Prepare, with the free-space
-// model the caller's.
-func (t *Txn) dropLog() {
+// dropLog ends the log at a commit: the log syncs on their way finish
+// first (the commit's superblock must come after theirs), then every
+// block the log holds or held is pinned until the commit is durable (a
+// durable superblock may name the log until then). Called at the start
+// of Prepare, with the free-space model the caller's.
+func (t *Txn) dropLog() error {
 	l := t.log
 	if l == nil {
-		return
+		return nil
 	}
 	t.log = nil
+	if l.last != nil {
+		if err := l.last.Finish(); err != nil {
+			return err
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for a := range l.owned {
@@ -412,6 +505,7 @@ func (t *Txn) dropLog() {
 		}
 		t.touch(uint64(a))
 	}
+	return nil
 }
 
 // abortLog is dropLog for an aborted transaction: a superblock that names
@@ -422,6 +516,9 @@ func (t *Txn) abortLog() {
 	t.log = nil
 	if l == nil || !l.synced {
 		return
+	}
+	if l.last != nil {
+		l.last.Finish() // a failure leaves the FS broken already
 	}
 	// No commit can have been prepared since the log was synced (it
 	// waited for those before), but make sure sb is durable first.
