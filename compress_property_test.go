@@ -1,13 +1,10 @@
 package btrfs_test
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"syscall"
 	"testing"
 
@@ -69,7 +66,7 @@ func TestCompressionProperty(t *testing.T) {
 	want := map[uint64]string{ino("z/f"): "zstd", ino("z/sub/f"): "zstd", ino("n/f"): "none", ino("plain"): "zlib"}
 	mustOK(t, fsys.Close())
 	btrfstest.Check(t, []string{img}, true)
-	checkCompression(t, img, want)
+	btrfstest.CheckCompression(t, img, want)
 
 	if !btrfstest.Interop() && os.Getenv(btrfstest.InteropEnv) != "1" {
 		return
@@ -97,46 +94,5 @@ func TestCompressionProperty(t *testing.T) {
 	want = map[uint64]string{ino("z/kernel"): "zstd", ino("k/ours"): "lzo"}
 	mustOK(t, fsys.Close())
 	btrfstest.Check(t, []string{img}, true)
-	checkCompression(t, img, want)
-}
-
-var (
-	dumpItemRe = regexp.MustCompile(`^\s+item \d+ key \((\d+) EXTENT_DATA \d+\)`)
-	dumpCompRe = regexp.MustCompile(`\bcompression (\d+)`)
-)
-
-// checkCompression reads dump-tree of the top subvolume and checks that
-// every data extent of each inode in want has the named compression.
-func checkCompression(t *testing.T, img string, want map[uint64]string) {
-	t.Helper()
-	btrfstest.RequireProgs(t)
-	out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "5", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("dump-tree: %v\n%s", err, out)
-	}
-	names := []string{"none", "zlib", "lzo", "zstd"}
-	got := map[uint64]map[string]bool{}
-	var cur uint64
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if m := dumpItemRe.FindStringSubmatch(sc.Text()); m != nil {
-			cur, _ = strconv.ParseUint(m[1], 10, 64)
-			continue
-		}
-		if m := dumpCompRe.FindStringSubmatch(sc.Text()); m != nil && cur != 0 {
-			n, _ := strconv.Atoi(m[1])
-			if got[cur] == nil {
-				got[cur] = map[string]bool{}
-			}
-			if n < len(names) {
-				got[cur][names[n]] = true
-			}
-			cur = 0
-		}
-	}
-	for ino, alg := range want {
-		if len(got[ino]) != 1 || !got[ino][alg] {
-			t.Errorf("inode %d: extents compressed %v, want all %s", ino, got[ino], alg)
-		}
-	}
+	btrfstest.CheckCompression(t, img, want)
 }

@@ -74,6 +74,11 @@ type Options struct {
 	// room). For measurement only (`gobtrfs bench fileio --compare`):
 	// both ways make valid filesystems.
 	NoPushRightShortcut bool
+	// NoTreeLog makes every File.Sync a commit, like the kernel's
+	// notreelog mount option. By default an fsync of a file that only
+	// data writes changed since the last commit writes a log tree
+	// instead (docs/design/0019), which a mount after a crash replays.
+	NoTreeLog bool
 }
 
 func (o *Options) cacheBytes() int64 {

@@ -84,6 +84,9 @@ func treeCounters(s ctree.StatsSnapshot) TreeCounters {
 type WriteCounters struct {
 	// Commits is the number of commits that made changes durable.
 	Commits int64 `json:"commits"`
+	// LogSyncs is the number of File.Syncs made durable through the
+	// tree log instead of a commit.
+	LogSyncs int64 `json:"log_syncs"`
 	// DeviceBytesWritten is every byte written to the devices: data,
 	// tree blocks (every copy) and superblocks.
 	DeviceBytesWritten int64 `json:"device_bytes_written"`
@@ -119,7 +122,7 @@ func (fsys *FS) WriteCounters() (WriteCounters, error) {
 		return WriteCounters{}, &fs.PathError{Op: "counters", Path: ".", Err: errReadOnly}
 	}
 	tfs := fsys.w.tfs
-	wc := WriteCounters{Commits: tfs.Commits(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{}}
+	wc := WriteCounters{Commits: tfs.Commits(), LogSyncs: tfs.LogSyncs(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{}}
 	wc.DeviceBytesShared, wc.DeviceBytesNotShared = tfs.BytesShared()
 	for id, s := range tfs.TreeStats() {
 		wc.Trees[TreeName(uint64(id))] = treeCounters(s)

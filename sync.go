@@ -91,10 +91,19 @@ func (fsys *FS) Sync() error {
 	}
 }
 
-// Sync makes the file's data and metadata durable, as fsync(2). btrfs
-// without a log tree has no cheaper way than a commit of everything, so
-// this is FS.Sync: concurrent Syncs of any files share commits.
+// Sync makes the file's data and metadata durable, as fsync(2). When the
+// running transaction holds only data writes to files that existed at the
+// last commit, the file goes to the tree log, as the kernel's fsync does
+// (sync_log.go; Options.NoTreeLog turns it off); otherwise this is
+// FS.Sync, a commit of everything, and concurrent Syncs share commits.
 func (f *File) Sync() error {
+	sv, ino := f.identity()
+	if done, err := f.fsys.syncLogged(sv, ino); done {
+		if err != nil {
+			return f.pathErr("sync", err)
+		}
+		return nil
+	}
 	if err := f.fsys.Sync(); err != nil {
 		return f.pathErr("sync", err)
 	}

@@ -269,6 +269,15 @@ type changeReq struct {
 	// wake receives false when the change has run, true when its
 	// goroutine is to take over as the combiner.
 	wake chan bool
+	// logFile, when set, makes this an fsync of that file through the
+	// tree log (sync_log.go) instead of a change: the batch logs every
+	// such file, then writes the log once for all of them. logged
+	// reports whether it went through the log (else the caller commits).
+	logFile *dirKey
+	logged  bool
+	// retryAfter, when set, is a log sync on its way that the fsync
+	// waits for before it asks again (syncLogged).
+	retryAfter func() error
 }
 
 // maxCombined bounds the changes one combiner runs under one hold of the
@@ -326,8 +335,18 @@ func (w *writer) combine(r *changeReq) {
 func (w *writer) runBatch(batch []*changeReq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var logSyncs []*changeReq
 	for _, q := range batch {
+		if q.logFile != nil {
+			if q.fsys.logLocked(w, q) {
+				logSyncs = append(logSyncs, q)
+			}
+			continue
+		}
 		q.finishAfter, q.err = q.fsys.changeLocked(w, q.op, q.name, q.fn)
+	}
+	if len(logSyncs) > 0 {
+		logSyncs[0].fsys.syncLogLocked(w, logSyncs)
 	}
 }
 
@@ -378,6 +397,7 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 		fsys.blocks = prevBlocks // nothing changed: its copies still hold
 	}
 	if started && err == nil {
+		w.noteLoggable(c)
 		err = fsys.showTxn(w.t)
 		w.version.Add(1)
 		w.seq.Add(1)
@@ -419,6 +439,11 @@ type wctx struct {
 	t       *txn.Txn // the running transaction, for data extents and refs
 	cache   *txCache // the writer's cache for the running transaction
 	clock   func() time.Time
+	// logFile is set by a change that is a plain data write to this
+	// file: the tree log can describe it (sync_log.go). logOps are the
+	// file extent items the change set or deleted, in order.
+	logFile *dirKey
+	logOps  []logOp
 }
 
 // now is the time changes are stamped with: Options.Now, or the real clock.

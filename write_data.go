@@ -232,6 +232,7 @@ func (fsys *FS) writeAtFound(name string, find func(c *wctx) (*winode, error), p
 			*after, _ = fsys.policy(in)
 		}
 		c.touch(in, c.now(), true)
+		c.logFile = &dirKey{tree: c.tr.Owner(), ino: in.ino}
 		return true, c.putInode(in)
 	})
 	if err != nil {
@@ -472,16 +473,20 @@ func (c *wctx) fileExtents(ino disk.ObjectID, a, b uint64) ([]extent, error) {
 func (c *wctx) apply(in *winode, del, add []extent) error {
 	t := c.t
 	for _, e := range del {
-		if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}); err != nil {
+		k := disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}
+		if _, err := c.tr.DeleteItem(c.tx, k); err != nil {
 			return err
 		}
+		c.logOps = append(c.logOps, logOp{file: dirKey{tree: c.tr.Owner(), ino: in.ino}, key: k})
 	}
 	for _, e := range add {
 		buf := make([]byte, e.fe.Size())
 		e.fe.Encode(buf)
-		if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}, buf); err != nil {
+		k := disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: e.start}
+		if err := c.tr.InsertItem(c.tx, k, buf); err != nil {
 			return err
 		}
+		c.logOps = append(c.logOps, logOp{file: dirKey{tree: c.tr.Owner(), ino: in.ino}, key: k, data: buf})
 	}
 	root := c.tr.Owner()
 	for r, n := range refDeltas(del, add) {

@@ -323,6 +323,8 @@ type txCache struct {
 	// holds. dropName, which every removal and move of a name goes
 	// through, empties it.
 	dirs map[dirEntKey]dirKey
+	// log is what the tree log holds (sync_log.go).
+	log logState
 }
 
 // dirEntKey is a name in a directory.

@@ -110,9 +110,10 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	return uint32(n), 0
 }
 
-// Fsync is fsync(2) and fdatasync(2): a commit (shared with every other
-// caller syncing at the same time), the only durability btrfs without a
-// log tree has.
+// Fsync is fsync(2) and fdatasync(2): File.Sync, which writes the tree
+// log when the running transaction holds only data writes (as the
+// kernel's fsync), else commits (shared with every other caller syncing
+// at the same time); the notreelog option makes it always commit.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if h.n.m.ro {
 		return 0

@@ -132,6 +132,10 @@ func ParseOptions(s string) (*btrfs.Options, *Options, error) {
 		case "nodatacow":
 			mo.NoDataCow, mo.NoDataSum = true, true
 		case "datasum", "datacow":
+		case "notreelog":
+			bo.NoTreeLog = true
+		case "treelog":
+			bo.NoTreeLog = false
 		case "noatime", "relatime", "strictatime", "atime", "nodiratime", "lazytime",
 			"nosuid", "nodev", "noexec", "suid", "dev", "exec", "sync", "async":
 			// gobtrfs never updates access times, which is noatime;
@@ -139,7 +143,7 @@ func ParseOptions(s string) (*btrfs.Options, *Options, error) {
 		case "space_cache", "nospace_cache", "ssd", "nossd", "ssd_spread", "discard",
 			"nodiscard", "autodefrag", "noautodefrag", "degraded", "barrier", "nobarrier",
 			"flushoncommit", "noflushoncommit", "thread_pool", "max_inline", "user_subvol_rm_allowed",
-			"skip_balance", "norecovery", "rescue", "noacl", "acl", "treelog", "notreelog":
+			"skip_balance", "norecovery", "rescue", "noacl", "acl":
 			if key == "max_inline" {
 				n, err := strconv.Atoi(val)
 				if err != nil {

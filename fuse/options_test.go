@@ -20,8 +20,14 @@ func TestParseOptions(t *testing.T) {
 		t.Errorf("btrfs options: %+v", bo)
 	}
 	bo, mo, err = fuse.ParseOptions("compress,rw,subvolid=257,nodatasum")
-	if err != nil || bo.Compress != "zlib" || mo.ReadOnly || mo.SubvolID != 257 || !mo.NoDataSum || mo.NoDataCow {
+	if err != nil || bo.Compress != "zlib" || mo.ReadOnly || mo.SubvolID != 257 || !mo.NoDataSum || mo.NoDataCow || bo.NoTreeLog {
 		t.Errorf("compress,rw,subvolid=257,nodatasum: %+v %+v %v", bo, mo, err)
+	}
+	if bo, _, err := fuse.ParseOptions("notreelog"); err != nil || !bo.NoTreeLog {
+		t.Errorf("notreelog: %+v %v", bo, err)
+	}
+	if bo, _, err := fuse.ParseOptions("notreelog,treelog"); err != nil || bo.NoTreeLog {
+		t.Errorf("notreelog,treelog: %+v %v", bo, err)
 	}
 	for _, bad := range []string{"nosuch", "commit=soon", "subvolid=x", "compress=bzip2", "compress=zstd:high"} {
 		if _, _, err := fuse.ParseOptions(bad); err == nil {

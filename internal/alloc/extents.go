@@ -145,6 +145,23 @@ func (e *Extents) Contains(start, end uint64) bool {
 	return i < len(e.r) && e.r[i].Start <= start && e.r[i].End >= end
 }
 
+// Gaps returns the parts of [start, end) that are not in the set, in
+// order, looking only at the ranges that overlap it.
+func (e *Extents) Gaps(start, end uint64) []Range {
+	var out []Range
+	for i := e.after(start); start < end; i++ {
+		if i >= len(e.r) || e.r[i].Start >= end {
+			out = append(out, Range{start, end})
+			break
+		}
+		if e.r[i].Start > start {
+			out = append(out, Range{start, e.r[i].Start})
+		}
+		start = max(start, e.r[i].End)
+	}
+	return out
+}
+
 // Overlaps reports whether any byte of [start, end) is in the set.
 func (e *Extents) Overlaps(start, end uint64) bool {
 	if start >= end {

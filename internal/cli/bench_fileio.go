@@ -34,6 +34,7 @@ type fileioFlags struct {
 	timeSecs                     int
 	seed                         uint64
 	noShortcut, compare, jsonOut bool
+	noTreeLog                    bool
 	verify, keepCopy             bool
 	plot                         string
 	cpuProfile, waitProfile      string
@@ -88,7 +89,7 @@ func (fl *fileioFlags) config(image string) (fileio.Config, error) {
 	c := fileio.Config{Image: image, Mode: fl.mode, FileNum: fl.fileNum, FileTotalSize: total,
 		FileBlockSize: int(block), FsyncFreq: fl.fsyncFreq, NoFsyncEnd: !bool(fl.fsyncEnd), RWRatio: fl.rwRatio,
 		Threads: fl.threads, Events: fl.events, Time: time.Duration(fl.timeSecs) * time.Second,
-		NoShortcut: fl.noShortcut, Seed: fl.seed, Verify: fl.verify}
+		NoShortcut: fl.noShortcut, NoTreeLog: fl.noTreeLog, Seed: fl.seed, Verify: fl.verify}
 	// sysbench's 0 means off (fsync) or no limit (time); the Config's
 	// zero value means sysbench's default instead.
 	if fl.fsyncFreq == 0 {
@@ -192,6 +193,7 @@ func (fl *fileioFlags) bind(f *pflag.FlagSet) {
 	f.IntVar(&fl.timeSecs, "time", fl.timeSecs, "stop after this many seconds (0: no limit)")
 	f.Uint64Var(&fl.seed, "seed", fl.seed, "seed of the random positions")
 	f.BoolVar(&fl.noShortcut, "no-push-right-shortcut", false, "turn off the seed patch's shortcut in push_leaf_right")
+	f.BoolVar(&fl.noTreeLog, "notreelog", false, "make every fsync a commit, as the kernel's notreelog mount option (the tree log is used by default)")
 	f.BoolVar(&fl.compare, "compare", false, "run with and without the shortcut, each from a copy of the prepared image")
 	f.BoolVar(&fl.keepCopy, "keep-copy", false, "--compare: keep IMAGE.noshortcut")
 	f.BoolVar(&fl.verify, "verify", false, "write checkable data and verify every read and every file at the end (slow; the image must be prepared with --verify)")
@@ -360,6 +362,7 @@ func writeFileioReport(w io.Writer, runs []fileio.Result) error {
 		}
 	}
 	line("commits", func(r fileio.Result) string { return strconv.FormatInt(r.Commits, 10) })
+	line("log syncs", func(r fileio.Result) string { return strconv.FormatInt(r.LogSyncs, 10) })
 	line("device MiB written", func(r fileio.Result) string { return f2(float64(r.DeviceBytesWritten) / (1 << 20)) })
 	line("write amplification", func(r fileio.Result) string { return f2(r.WriteAmplification) })
 	line("peak heap MiB", func(r fileio.Result) string { return f2(float64(r.PeakHeapBytes) / (1 << 20)) })

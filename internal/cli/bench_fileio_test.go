@@ -92,7 +92,7 @@ func smallFileio(img, mode string, more ...string) []string {
 func checkFileioRun(t *testing.T, raw map[string]json.RawMessage, mode string) fileio.Result {
 	t.Helper()
 	for _, name := range []string{"shortcut", "mode", "threads", "seconds", "written_mib_per_s", "read_mib_per_s",
-		"requests_per_s", "fsyncs_per_s", "latency_ms", "commits", "device_bytes_written", "peak_heap_bytes", "trees", "total"} {
+		"requests_per_s", "fsyncs_per_s", "latency_ms", "commits", "log_syncs", "device_bytes_written", "peak_heap_bytes", "trees", "total"} {
 		if _, ok := raw[name]; !ok {
 			t.Errorf("JSON lacks %q", name)
 		}
@@ -145,9 +145,14 @@ func checkFileioRun(t *testing.T, raw map[string]json.RawMessage, mode string) f
 		t.Errorf("mode %s threads %d events %d", r.Mode, r.Threads, r.Events)
 	}
 	writes := mode != fileio.SeqRd && mode != fileio.RndRd
-	if writes != (r.Writes > 0 && r.Commits > 0 && r.DeviceBytesWritten >= r.BytesWritten && r.Total.BlocksWritten > 0) {
-		t.Errorf("%s: writes %d, commits %d, device bytes %d, blocks written %d", mode, r.Writes, r.Commits,
+	// The fsyncs of a run of writes go to the tree log (the run's own
+	// writes are all data writes to files the prepare phase committed).
+	if writes != (r.Writes > 0 && r.LogSyncs > 0 && r.DeviceBytesWritten >= r.BytesWritten && r.Total.BlocksWritten > 0) {
+		t.Errorf("%s: writes %d, log syncs %d, device bytes %d, blocks written %d", mode, r.Writes, r.LogSyncs,
 			r.DeviceBytesWritten, r.Total.BlocksWritten)
+	}
+	if !writes && (r.LogSyncs != 0 || r.Commits != 0) {
+		t.Errorf("%s: %d log syncs and %d commits in a run without writes", mode, r.LogSyncs, r.Commits)
 	}
 	if reads := mode == fileio.SeqRd || mode == fileio.RndRd || mode == fileio.RndRw; reads != (r.Reads > 0) {
 		t.Errorf("%s: %d reads", mode, r.Reads)
@@ -253,4 +258,21 @@ func TestBenchFileioTable(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestBenchFileioNoTreeLog: with --notreelog every fsync commits.
+func TestBenchFileioNoTreeLog(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "fio.img")
+	out, err := runBench(t, append(smallFileio(img, fileio.RndWr), "--notreelog", "--json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r fileio.Result
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.LogSyncs != 0 || r.Commits == 0 {
+		t.Errorf("--notreelog: %d log syncs, %d commits", r.LogSyncs, r.Commits)
+	}
+	btrfstest.Check(t, []string{img}, true)
 }

@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -60,7 +56,7 @@ func TestCompressFlag(t *testing.T) {
 		want[fi.Sys().(*btrfs.Stat).Ino] = alg
 	}
 	fsys.Close()
-	checkExtentCompression(t, img, want)
+	btrfstest.CheckCompression(t, img, want)
 
 	// In an image without the property, the flag decides.
 	img2 := filepath.Join(dir, "img2")
@@ -90,48 +86,7 @@ func TestCompressFlag(t *testing.T) {
 		want[fi.Sys().(*btrfs.Stat).Ino] = alg
 	}
 	fsys.Close()
-	checkExtentCompression(t, img2, want)
+	btrfstest.CheckCompression(t, img2, want)
 	btrfstest.Check(t, []string{img}, true)
 	btrfstest.Check(t, []string{img2}, true)
-}
-
-var (
-	extentItemRe = regexp.MustCompile(`^\s+item \d+ key \((\d+) EXTENT_DATA \d+\)`)
-	extentCompRe = regexp.MustCompile(`\bcompression (\d+)`)
-)
-
-// checkExtentCompression checks with dump-tree that every data extent of
-// each inode in want is stored with the named compression.
-func checkExtentCompression(t *testing.T, img string, want map[uint64]string) {
-	t.Helper()
-	out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "5", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("dump-tree: %v\n%s", err, out)
-	}
-	names := []string{"none", "zlib", "lzo", "zstd"}
-	got := map[uint64]map[string]bool{}
-	var cur uint64
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if m := extentItemRe.FindStringSubmatch(line); m != nil {
-			cur, _ = strconv.ParseUint(m[1], 10, 64)
-			continue
-		}
-		if m := extentCompRe.FindStringSubmatch(line); m != nil && cur != 0 {
-			n, _ := strconv.Atoi(m[1])
-			if got[cur] == nil {
-				got[cur] = map[string]bool{}
-			}
-			if n < len(names) {
-				got[cur][names[n]] = true
-			}
-			cur = 0
-		}
-	}
-	for ino, alg := range want {
-		if len(got[ino]) != 1 || !got[ino][alg] {
-			t.Errorf("inode %d: extents %v, want all %s", ino, got[ino], alg)
-		}
-	}
 }

@@ -55,6 +55,9 @@ type Config struct {
 	// NoShortcut turns off the push_leaf_right shortcut in every tree
 	// (btrfs.Options.NoPushRightShortcut).
 	NoShortcut bool
+	// NoTreeLog makes every fsync a commit (btrfs.Options.NoTreeLog,
+	// the kernel's notreelog): for measuring what the tree log changes.
+	NoTreeLog bool
 	// Seed feeds the random request positions; 0 means 1. Threads still
 	// interleave as the scheduler lets them, so runs are not repeatable
 	// request for request.

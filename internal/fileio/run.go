@@ -50,6 +50,7 @@ type Result struct {
 	LatencyByOpMS map[string]Latency `json:"latency_by_op_ms"`
 
 	Commits            int64   `json:"commits"`
+	LogSyncs           int64   `json:"log_syncs"`
 	DeviceBytesWritten int64   `json:"device_bytes_written"`
 	WriteAmplification float64 `json:"write_amplification"` // device bytes written / bytes written by requests
 	PeakHeapBytes      uint64  `json:"peak_heap_bytes"`
@@ -87,7 +88,7 @@ func Run(c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	fsys, err := btrfs.OpenWritable(r.Image, &btrfs.Options{NoPushRightShortcut: r.NoShortcut})
+	fsys, err := btrfs.OpenWritable(r.Image, &btrfs.Options{NoPushRightShortcut: r.NoShortcut, NoTreeLog: r.NoTreeLog})
 	if err != nil {
 		return Result{}, err
 	}
@@ -367,7 +368,7 @@ func (ru *runner) result(secs float64, wc btrfs.WriteCounters, smp *sampler) Res
 		Reads: ru.reads.Load(), Writes: ru.writes.Load(), Fsyncs: ru.fsyncs.Load(), FsyncsAtEnd: ru.endSync.Load(),
 		BytesRead: ru.rbytes.Load(), BytesWritten: ru.wbytes.Load(),
 		LatencyMS: ru.lat.latency(), LatencyByOpMS: map[string]Latency{},
-		Commits: wc.Commits, DeviceBytesWritten: wc.DeviceBytesWritten, PeakHeapBytes: smp.peak,
+		Commits: wc.Commits, LogSyncs: wc.LogSyncs, DeviceBytesWritten: wc.DeviceBytesWritten, PeakHeapBytes: smp.peak,
 		Trees: wc.Trees, Total: wc.Total(), Throughput: smp.samples, Image: c.Image,
 	}
 	if !c.noFsync {

@@ -62,6 +62,11 @@ func (t *Txn) Prepare() (*Flight, error) {
 		return nil, err
 	}
 	t.fs.ReleaseDurable()
+	// The log ends with this commit, whose superblock names none.
+	if err := t.dropLog(); err != nil {
+		t.Abort()
+		return nil, fmt.Errorf("commit %d: finish the log: %w", t.gen, err)
+	}
 	var sb disk.Superblock
 	// The data written behind goes out while the bookkeeping runs (it
 	// touches no data); it must be on the devices before they are
@@ -288,6 +293,7 @@ func (t *Txn) Abort() {
 	}
 	t.done = true
 	t.fs.running = nil
+	t.abortLog()
 	if len(t.sealed) > 0 {
 		t.fs.cache.Drop(t.sealed) // put pinned by writeBlocks, never written
 	}

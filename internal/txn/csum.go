@@ -32,16 +32,27 @@ func csumKey(logical uint64) disk.Key {
 	return disk.Key{ObjectID: disk.ExtentCsumObjectID, Type: disk.ExtentCsumKey, Offset: logical}
 }
 
-// csumSearchFrom is where a search for the csum items touching start
-// begins: an item starting earlier covers at most a leaf's worth of
-// sectors.
-func (t *Txn) csumSearchFrom(start uint64) uint64 {
-	cs := t.fs.sb.CsumType.Size()
-	reach := uint64(int(t.fs.sb.NodeSize)/cs) * uint64(t.fs.sb.SectorSize)
-	if start > reach {
-		return start - reach
+// csumItemBefore returns where the search for the csum items touching
+// start begins: the start of the last csum item that begins at or before
+// start (the only earlier item that can reach it), or start. A search and
+// one step back, instead of scanning the leaf's worth of items before
+// start that csumSearchFrom bounds it by: removing the checksums of many
+// small extents (a commit after random writes) did that for each.
+func (t *Txn) csumItemBefore(ct *ctree.Tree, start uint64) (uint64, error) {
+	var p ctree.Path
+	defer p.Release()
+	found, err := ct.Search(t.tx, &p, csumKey(start), 0, false)
+	if err != nil || found {
+		return start, err
 	}
-	return 0
+	ok, err := ct.Prev(t.tx, &p)
+	if err != nil || !ok {
+		return start, err
+	}
+	if k := p.Key(); k.ObjectID == disk.ExtentCsumObjectID && k.Type == disk.ExtentCsumKey && k.Offset < start {
+		return k.Offset, nil
+	}
+	return start, nil
 }
 
 // csumItemsAround returns the EXTENT_CSUM items that overlap or touch
@@ -50,9 +61,12 @@ func (t *Txn) csumSearchFrom(start uint64) uint64 {
 func (t *Txn) csumItemsAround(ct *ctree.Tree, start, end uint64) ([]csumRun, error) {
 	cs := t.fs.sb.CsumType.Size()
 	sector := uint64(t.fs.sb.SectorSize)
-	from := t.csumSearchFrom(start)
+	from, err := t.csumItemBefore(ct, start)
+	if err != nil {
+		return nil, err
+	}
 	var runs []csumRun
-	err := ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {
+	err = ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {
 		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
 			return true, nil
 		}
@@ -60,8 +74,9 @@ func (t *Txn) csumItemsAround(ct *ctree.Tree, start, end uint64) ([]csumRun, err
 			return false, &disk.CorruptError{Tree: disk.CsumTreeObjectID, Key: &k,
 				What: fmt.Sprintf("csum item of %d bytes (csum size %d)", len(data), cs)}
 		}
-		r := csumRun{start: k.Offset, sums: append([]byte(nil), data...)}
+		r := csumRun{start: k.Offset, sums: data}
 		if r.end(cs, sector) >= start {
+			r.sums = append([]byte(nil), data...) // only those kept are copied
 			runs = append(runs, r)
 		}
 		return true, nil
@@ -115,7 +130,10 @@ func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
 func (t *Txn) appendCsums(ct *ctree.Tree, start, end uint64, sums []byte) (done bool, err error) {
 	cs := t.fs.sb.CsumType.Size()
 	sector := uint64(t.fs.sb.SectorSize)
-	from := t.csumSearchFrom(start)
+	from, err := t.csumItemBefore(ct, start)
+	if err != nil {
+		return false, err
+	}
 	var prev disk.Key
 	prevLen, touching := 0, 0
 	err = ct.Range(t.tx, csumKey(from), csumKey(end), func(k disk.Key, data []byte) (bool, error) {

@@ -62,6 +62,10 @@ type FS struct {
 	durable []alloc.Extents
 	// finishMu serialises the superblock writes of Finish.
 	finishMu sync.Mutex
+	// logMu serialises the writes of log syncs (LogFlight.Finish) and
+	// protects logBuf, their runBuf.
+	logMu  sync.Mutex
+	logBuf []byte
 	// runBuf gathers consecutive tree blocks for one write (writeBlocks,
 	// run by Prepare alone).
 	runBuf []byte

@@ -21,9 +21,10 @@ type counters struct {
 	// from now on (SetNoPushRightShortcut).
 	noShortcut atomic.Bool
 
-	commits atomic.Int64         // successful commits
-	written atomic.Int64         // bytes written to the devices (blockdev.Counted)
-	shares  blockdev.ShareCounts // data shared with host files, or refused (blockdev.Counted)
+	commits  atomic.Int64         // successful commits
+	logSyncs atomic.Int64         // log trees made durable (SyncLog)
+	written  atomic.Int64         // bytes written to the devices (blockdev.Counted)
+	shares   blockdev.ShareCounts // data shared with host files, or refused (blockdev.Counted)
 }
 
 func (c *counters) init() { c.trees = map[disk.ObjectID]*ctree.Stats{} }
@@ -64,6 +65,10 @@ func (fs *FS) TreeStats() map[disk.ObjectID]ctree.StatsSnapshot {
 
 // Commits returns how many commits completed since the FS was opened.
 func (fs *FS) Commits() int64 { return fs.counters.commits.Load() }
+
+// LogSyncs returns how many fsyncs went to the tree log (SyncLog) since
+// the FS was opened.
+func (fs *FS) LogSyncs() int64 { return fs.counters.logSyncs.Load() }
 
 // BytesWritten returns the bytes written to the devices since the FS was
 // opened: tree blocks (every copy), data, superblocks.

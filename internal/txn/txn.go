@@ -61,6 +61,9 @@ type Txn struct {
 	// incompat holds superblock incompat bits Commit adds (SetIncompat);
 	// protected by mu.
 	incompat uint64
+	// log is the tree log of fsyncs since Begin (treelog.go), nil until
+	// the first; used under the caller's lock, one fsync at a time.
+	log *treeLog
 	// label, if set, is the superblock label Commit writes (SetLabel);
 	// protected by mu.
 	label *[disk.LabelSize]byte
