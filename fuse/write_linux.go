@@ -337,8 +337,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return toErrno(n.m.fsys.Removexattr(n.path(), attr))
 }
 
-// Fsync is fsync(2) of a directory (fsyncdir) or of a file without its
-// handle: a commit of everything, shared with concurrent callers.
+// Fsync is fsync(2) of a directory (fsyncdir), a commit of everything
+// shared with concurrent callers, or of a file through its handle
+// (handle.Fsync, which may write the tree log instead).
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
