@@ -79,6 +79,12 @@ type Options struct {
 	// data writes changed since the last commit writes a log tree
 	// instead (docs/design/0019), which a mount after a crash replays.
 	NoTreeLog bool
+	// TreeLogRebuild logs every item of an fsynced file again at each
+	// fsync, deleting its old ones first, as the kernel of the seed
+	// patch's time did, instead of only the items changed since its last
+	// log. For measurement only (the shortcut share of such a log tree,
+	// `gobtrfs bench fileio --log-rebuild`): both make valid logs.
+	TreeLogRebuild bool
 }
 
 func (o *Options) cacheBytes() int64 {

@@ -188,9 +188,21 @@ func (fsys *FS) syncLogLocked(w *writer, qs []*changeReq) {
 		return cmp.Compare(a.ino, b.ino)
 	})
 	for _, k := range files {
-		items, csums, err := fsys.logItems(w.t, k.tree, k.ino, l.dirty[k])
-		if err == nil {
-			err = w.t.LogInode(k.tree, k.ino, items, csums)
+		var (
+			items []txn.LogItem
+			csums [][2]uint64
+			err   error
+		)
+		if w.opts.TreeLogRebuild {
+			items, csums, err = fsys.logAllItems(w.t, k.tree, k.ino)
+			if err == nil {
+				err = w.t.LogInodeRebuilt(k.tree, k.ino, items, csums)
+			}
+		} else {
+			items, csums, err = fsys.logItems(w.t, k.tree, k.ino, l.dirty[k])
+			if err == nil {
+				err = w.t.LogInode(k.tree, k.ino, items, csums)
+			}
 		}
 		if errors.Is(err, txn.ErrNotLogged) {
 			l.off = true
@@ -270,5 +282,59 @@ func (fsys *FS) logItems(t *txn.Txn, sv, ino disk.ObjectID, ops map[disk.Key][]b
 		csums = nil
 	}
 	slices.SortFunc(items[1:], func(a, b txn.LogItem) int { return a.Key.Compare(b.Key) })
+	return items, csums, nil
+}
+
+// logAllItems is what a log rebuilt per fsync gets for ino
+// (Options.TreeLogRebuild): every item of the inode as the running
+// transaction has it, in key order, with the data ranges of the
+// transaction's own extents for their checksums.
+func (fsys *FS) logAllItems(t *txn.Txn, sv, ino disk.ObjectID) ([]txn.LogItem, [][2]uint64, error) {
+	tr, err := t.Tree(sv)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		items []txn.LogItem
+		csums [][2]uint64
+		derr  error
+		flags disk.InodeFlags
+	)
+	gen := t.Generation()
+	first := disk.Key{ObjectID: ino}
+	last := disk.Key{ObjectID: ino, Type: ^disk.KeyType(0), Offset: ^uint64(0)}
+	err = tr.Range(t.Trans(), first, last, func(k disk.Key, data []byte) (bool, error) {
+		items = append(items, txn.LogItem{Key: k, Data: append([]byte(nil), data...)})
+		switch k.Type {
+		case disk.InodeItemKey:
+			var it disk.InodeItem
+			if derr = it.Decode(data); derr != nil {
+				return false, nil
+			}
+			flags = it.Flags
+		case disk.ExtentDataKey:
+			var fe disk.FileExtentItem
+			if derr = fe.Decode(data); derr != nil {
+				return false, nil
+			}
+			if fe.Generation == gen && fe.Type == disk.FileExtentReg && fe.DiskBytenr != 0 {
+				a, n := uint64(fe.DiskBytenr)+fe.Offset, fe.NumBytes
+				if fe.Compression != disk.CompressNone {
+					a, n = uint64(fe.DiskBytenr), fe.DiskNumBytes
+				}
+				csums = append(csums, [2]uint64{a, a + n})
+			}
+		}
+		return true, nil
+	})
+	if err == nil && derr != nil {
+		err = &disk.CorruptError{Tree: sv, What: fmt.Sprintf("inode %d items", ino), Err: derr}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if flags&disk.InodeNoDataSum != 0 {
+		csums = nil
+	}
 	return items, csums, nil
 }

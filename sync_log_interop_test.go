@@ -62,6 +62,9 @@ func TestTreeLogKernelReplay(t *testing.T) {
 	}{
 		{"plain", btrfs.Options{}},
 		{"zstd", btrfs.Options{Compress: "zstd"}},
+		// Every item of the file logged again at each fsync (the
+		// measurement switch): refs and all extents in the log.
+		{"rebuild", btrfs.Options{TreeLogRebuild: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seed := time.Now().UnixNano()

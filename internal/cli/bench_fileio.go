@@ -34,7 +34,7 @@ type fileioFlags struct {
 	timeSecs                     int
 	seed                         uint64
 	noShortcut, compare, jsonOut bool
-	noTreeLog                    bool
+	noTreeLog, logRebuild        bool
 	verify, keepCopy             bool
 	plot                         string
 	cpuProfile, waitProfile      string
@@ -89,7 +89,7 @@ func (fl *fileioFlags) config(image string) (fileio.Config, error) {
 	c := fileio.Config{Image: image, Mode: fl.mode, FileNum: fl.fileNum, FileTotalSize: total,
 		FileBlockSize: int(block), FsyncFreq: fl.fsyncFreq, NoFsyncEnd: !bool(fl.fsyncEnd), RWRatio: fl.rwRatio,
 		Threads: fl.threads, Events: fl.events, Time: time.Duration(fl.timeSecs) * time.Second,
-		NoShortcut: fl.noShortcut, NoTreeLog: fl.noTreeLog, Seed: fl.seed, Verify: fl.verify}
+		NoShortcut: fl.noShortcut, NoTreeLog: fl.noTreeLog, LogRebuild: fl.logRebuild, Seed: fl.seed, Verify: fl.verify}
 	// sysbench's 0 means off (fsync) or no limit (time); the Config's
 	// zero value means sysbench's default instead.
 	if fl.fsyncFreq == 0 {
@@ -194,6 +194,7 @@ func (fl *fileioFlags) bind(f *pflag.FlagSet) {
 	f.Uint64Var(&fl.seed, "seed", fl.seed, "seed of the random positions")
 	f.BoolVar(&fl.noShortcut, "no-push-right-shortcut", false, "turn off the seed patch's shortcut in push_leaf_right")
 	f.BoolVar(&fl.noTreeLog, "notreelog", false, "make every fsync a commit, as the kernel's notreelog mount option (the tree log is used by default)")
+	f.BoolVar(&fl.logRebuild, "log-rebuild", false, "log every item of an fsynced file at each fsync, as the kernel of the seed patch's time did (measurement only)")
 	f.BoolVar(&fl.compare, "compare", false, "run with and without the shortcut, each from a copy of the prepared image")
 	f.BoolVar(&fl.keepCopy, "keep-copy", false, "--compare: keep IMAGE.noshortcut")
 	f.BoolVar(&fl.verify, "verify", false, "write checkable data and verify every read and every file at the end (slow; the image must be prepared with --verify)")

@@ -58,6 +58,10 @@ type Config struct {
 	// NoTreeLog makes every fsync a commit (btrfs.Options.NoTreeLog,
 	// the kernel's notreelog): for measuring what the tree log changes.
 	NoTreeLog bool
+	// LogRebuild logs every item of an fsynced file at each fsync
+	// (btrfs.Options.TreeLogRebuild): for measuring the shortcut share of
+	// a log tree rebuilt per fsync, as the kernel of the seed's time.
+	LogRebuild bool
 	// Seed feeds the random request positions; 0 means 1. Threads still
 	// interleave as the scheduler lets them, so runs are not repeatable
 	// request for request.

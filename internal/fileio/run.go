@@ -88,7 +88,7 @@ func Run(c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	fsys, err := btrfs.OpenWritable(r.Image, &btrfs.Options{NoPushRightShortcut: r.NoShortcut, NoTreeLog: r.NoTreeLog})
+	fsys, err := btrfs.OpenWritable(r.Image, &btrfs.Options{NoPushRightShortcut: r.NoShortcut, NoTreeLog: r.NoTreeLog, TreeLogRebuild: r.LogRebuild})
 	if err != nil {
 		return Result{}, err
 	}
