@@ -93,18 +93,6 @@ func (fsys *FS) syncLogged(sv, ino disk.ObjectID) (done bool, err error) {
 	}
 	r := &changeReq{fsys: fsys, op: "sync", logFile: &dirKey{tree: sv, ino: ino}}
 	w.combine(r)
-	for r.retryAfter != nil {
-		// A log sync is on its way: wait for it, then log once with
-		// every fsync that waited meanwhile (group sync, as the
-		// kernel's fsync waits for the log commit in progress).
-		// Logging at once instead would queue one log sync per batch
-		// behind it, each paying for its own device syncs.
-		if err := r.retryAfter(); err != nil {
-			return true, err
-		}
-		r = &changeReq{fsys: fsys, op: "sync", logFile: r.logFile}
-		w.combine(r)
-	}
 	if r.logged && r.err == nil && r.finishAfter != nil {
 		// The log sync goes to the devices without the lock.
 		if err := r.finishAfter(); err != nil {
@@ -269,14 +257,9 @@ func (fsys *FS) logItems(t *txn.Txn, sv, ino disk.ObjectID, ops map[disk.Key][]b
 		if err := fe.Decode(d); err != nil {
 			return nil, nil, &disk.CorruptError{Tree: sv, Key: &k, What: "file extent item", Err: err}
 		}
-		if fe.Generation != gen || fe.Type != disk.FileExtentReg || fe.DiskBytenr == 0 {
-			continue
+		if r, ok := newDataRange(&fe, gen); ok {
+			csums = append(csums, r)
 		}
-		a, n := uint64(fe.DiskBytenr)+fe.Offset, fe.NumBytes
-		if fe.Compression != disk.CompressNone {
-			a, n = uint64(fe.DiskBytenr), fe.DiskNumBytes
-		}
-		csums = append(csums, [2]uint64{a, a + n})
 	}
 	if inode.Flags&disk.InodeNoDataSum != 0 {
 		csums = nil
@@ -317,12 +300,8 @@ func (fsys *FS) logAllItems(t *txn.Txn, sv, ino disk.ObjectID) ([]txn.LogItem, [
 			if derr = fe.Decode(data); derr != nil {
 				return false, nil
 			}
-			if fe.Generation == gen && fe.Type == disk.FileExtentReg && fe.DiskBytenr != 0 {
-				a, n := uint64(fe.DiskBytenr)+fe.Offset, fe.NumBytes
-				if fe.Compression != disk.CompressNone {
-					a, n = uint64(fe.DiskBytenr), fe.DiskNumBytes
-				}
-				csums = append(csums, [2]uint64{a, a + n})
+			if r, ok := newDataRange(&fe, gen); ok {
+				csums = append(csums, r)
 			}
 		}
 		return true, nil
@@ -337,4 +316,20 @@ func (fsys *FS) logAllItems(t *txn.Txn, sv, ino disk.ObjectID) ([]txn.LogItem, [
 		csums = nil
 	}
 	return items, csums, nil
+}
+
+// newDataRange is the disk range whose checksums the log carries for file
+// extent fe: its referenced bytes, or the whole disk extent when it is
+// compressed (checksums cover the stored bytes). ok is false for holes,
+// inline and preallocated extents, and extents of earlier transactions
+// (their checksums are committed already).
+func newDataRange(fe *disk.FileExtentItem, gen disk.Generation) ([2]uint64, bool) {
+	if fe.Generation != gen || fe.Type != disk.FileExtentReg || fe.DiskBytenr == 0 {
+		return [2]uint64{}, false
+	}
+	a, n := uint64(fe.DiskBytenr)+fe.Offset, fe.NumBytes
+	if fe.Compression != disk.CompressNone {
+		a, n = uint64(fe.DiskBytenr), fe.DiskNumBytes
+	}
+	return [2]uint64{a, a + n}, true
 }

@@ -275,9 +275,6 @@ type changeReq struct {
 	// reports whether it went through the log (else the caller commits).
 	logFile *dirKey
 	logged  bool
-	// retryAfter, when set, is a log sync on its way that the fsync
-	// waits for before it asks again (syncLogged).
-	retryAfter func() error
 }
 
 // maxCombined bounds the changes one combiner runs under one hold of the

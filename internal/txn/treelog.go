@@ -453,18 +453,6 @@ func (f *LogFlight) Finish() error {
 	return f.err
 }
 
-// LogInFlight returns the newest log sync if it is still on its way to
-// the devices, else nil.
-func (t *Txn) LogInFlight() *LogFlight {
-	if t.log == nil || t.log.last == nil {
-		return nil
-	}
-	if ok, _ := t.log.last.finished(); ok {
-		return nil
-	}
-	return t.log.last
-}
-
 // finished reports whether Finish has run to its end, with its error.
 func (f *LogFlight) finished() (bool, error) {
 	select {
