@@ -1,3 +1,5 @@
+//go:build linux
+
 package btrfs_test
 
 import (
@@ -10,43 +12,8 @@ import (
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
-	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/mkfs"
 )
-
-// crashCopy copies the image as it is on the device now, as a power loss
-// would leave it: what the FS wrote, nothing it holds in memory.
-func crashCopy(t *testing.T, img string) string {
-	t.Helper()
-	b, err := os.ReadFile(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "crash.img")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// superOf decodes the primary superblock of img.
-func superOf(t *testing.T, img string) disk.Superblock {
-	t.Helper()
-	f, err := os.Open(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, disk.SuperblockSize)
-	if _, err := f.ReadAt(buf, int64(disk.SuperblockOffsetOf(0))); err != nil {
-		t.Fatal(err)
-	}
-	var sb disk.Superblock
-	if err := sb.Decode(buf); err != nil {
-		t.Fatal(err)
-	}
-	return sb
-}
 
 // TestTreeLogKernelReplay: File.Sync of files that only data writes
 // changed writes a tree log instead of a commit; a crash right after
@@ -181,8 +148,8 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			if wc.LogSyncs < 1 || wc.LogSyncs > 4 || wc.Commits != 2 {
 				t.Fatalf("%d log syncs and %d commits, want 1 to 4 and 2 (the Commits above)", wc.LogSyncs, wc.Commits)
 			}
-			crash := crashCopy(t, img)
-			if sb := superOf(t, crash); sb.LogRoot == 0 {
+			crash := copyFile(t, img, "crash.img") // as a power loss would leave it: what the FS wrote
+			if logRootOf(t, crash) == 0 {
 				t.Fatal("the crash copy's superblock names no log tree")
 			}
 			// btrfs-progs 6.19 checks log trees too.
@@ -196,8 +163,8 @@ func TestTreeLogKernelReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			closed = true
-			if sb := superOf(t, img); sb.LogRoot != 0 {
-				t.Fatalf("closed image still names log tree %d", sb.LogRoot)
+			if r := logRootOf(t, img); r != 0 {
+				t.Fatalf("closed image still names log tree %d", r)
 			}
 			btrfstest.Check(t, []string{img}, true)
 			compareMounted(t, img, content)
@@ -226,8 +193,8 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			}
 			ro.Close()
 			compareMounted(t, crash, want)
-			if sb := superOf(t, crash); sb.LogRoot != 0 {
-				t.Fatalf("kernel mount left log tree %d", sb.LogRoot)
+			if r := logRootOf(t, crash); r != 0 {
+				t.Fatalf("kernel mount left log tree %d", r)
 			}
 			btrfstest.Check(t, []string{crash}, true)
 			btrfstest.CheckNewer(t, crash, true)
