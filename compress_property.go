@@ -115,7 +115,12 @@ func (c *wctx) inheritProps(parent, in *winode) error {
 	if parent.item.Flags&(disk.InodeCompress|disk.InodeNoCompress) == 0 || !propApplies(in) {
 		return nil
 	}
-	v, ok, err := c.propValue(parent.ino)
+	var ok bool
+	v, _, err := c.inTree(parent, func() ([]byte, []byte, error) {
+		v, found, err := c.propValue(parent.ino)
+		ok = found
+		return v, nil, err
+	})
 	if err != nil || !ok {
 		return err
 	}

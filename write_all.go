@@ -68,7 +68,7 @@ func (fsys *FS) MkdirAll(name string, perm fs.FileMode) error {
 			if err != nil {
 				return n > 0, err
 			}
-			if err := c.link(cur, comp, ino, index, disk.ModeDir|UnixMode(perm)&0o7777, nil); err != nil {
+			if err := c.link(newPlace{parent: cur, base: comp, ino: ino, index: index, from: cur}, disk.ModeDir|UnixMode(perm)&0o7777, nil); err != nil {
 				return true, err
 			}
 			if cur, err = c.inode(ino); err != nil {

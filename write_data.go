@@ -141,7 +141,7 @@ func (c *wctx) openOrCreate(name string, perm fs.FileMode) (*winode, bool, error
 	if err != nil {
 		return nil, false, err
 	}
-	if err := c.link(parent, base, ino, index, disk.ModeRegular|UnixMode(perm)&0o7777, nil); err != nil {
+	if err := c.link(newPlace{parent: parent, base: base, ino: ino, index: index, from: parent}, disk.ModeRegular|UnixMode(perm)&0o7777, nil); err != nil {
 		return nil, true, err
 	}
 	in, err := c.inode(ino)

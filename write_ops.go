@@ -35,6 +35,13 @@ type CreateOptions struct {
 	// file; other kinds of inode ignore them. Exact does not turn them
 	// off: they come from the caller, not the directory.
 	NoDataCow, NoDataSum bool
+	// InheritFrom names a directory (an io/fs path of the same FS) whose
+	// set-group-ID bit, default ACL, inode flags and compression property
+	// the new inode takes instead of its parent's, as if it were made
+	// there. It is for a file made in a hidden place on behalf of another
+	// directory, as the FUSE mount makes O_TMPFILE files (the kernel
+	// makes them in the directory given to open). Exact overrules it.
+	InheritFrom string
 }
 
 // Mkdir makes directory name with permission bits perm (and the set-id
@@ -71,35 +78,57 @@ func (fsys *FS) CreateEmptyWith(name string, perm fs.FileMode, opts *CreateOptio
 // parent's size, times and transid.
 func (fsys *FS) create(op, name string, mode uint32, opts *CreateOptions) error {
 	return fsys.change(op, name, func(c *wctx) (bool, error) {
-		parent, base, ino, index, err := c.prepareNew(name)
+		at, err := c.prepareNew(name, opts)
 		if err != nil {
 			return false, err
 		}
-		return true, c.link(parent, base, ino, index, mode, opts)
+		return true, c.link(at, mode, opts)
 	})
 }
 
-// prepareNew does the checks every creation of name starts with and picks
-// the new inode's number and its DIR_INDEX in the parent. It changes
-// nothing.
-func (c *wctx) prepareNew(name string) (parent *winode, base string, ino disk.ObjectID, index uint64, err error) {
-	if parent, base, err = c.prepareName(name); err != nil {
-		return nil, "", 0, 0, err
-	}
-	if ino, err = c.newIno(); err != nil {
-		return nil, "", 0, 0, err
-	}
-	if index, err = c.nextIndex(parent.ino); err != nil {
-		return nil, "", 0, 0, err
-	}
-	return parent, base, ino, index, nil
+// newPlace is where a new inode goes: its parent directory and name,
+// its inode number and DIR_INDEX there, and the directory it inherits
+// from (the parent, or the one CreateOptions.InheritFrom names).
+type newPlace struct {
+	parent *winode
+	base   string
+	ino    disk.ObjectID
+	index  uint64
+	from   *winode
 }
 
-// link writes the items of a new inode ino of mode called base in parent.
-func (c *wctx) link(parent *winode, base string, ino disk.ObjectID, index uint64, mode uint32, opts *CreateOptions) error {
+// prepareNew does the checks every creation of name starts with, picks
+// the new inode's number and its DIR_INDEX in the parent, and resolves
+// the directory it inherits from. It changes nothing, so its errors
+// leave the transaction as it was.
+func (c *wctx) prepareNew(name string, opts *CreateOptions) (at newPlace, err error) {
+	from := (*winode)(nil)
+	if opts != nil && opts.InheritFrom != "" && !opts.Exact {
+		if from, err = c.inheritDir(opts.InheritFrom); err != nil {
+			return newPlace{}, err
+		}
+	}
+	if at.parent, at.base, err = c.prepareName(name); err != nil {
+		return newPlace{}, err
+	}
+	if at.ino, err = c.newIno(); err != nil {
+		return newPlace{}, err
+	}
+	if at.index, err = c.nextIndex(at.parent.ino); err != nil {
+		return newPlace{}, err
+	}
+	at.from = at.parent
+	if from != nil {
+		at.from = from
+	}
+	return at, nil
+}
+
+// link writes the items of a new inode of mode at its place.
+func (c *wctx) link(at newPlace, mode uint32, opts *CreateOptions) error {
 	now := c.now()
-	in := &winode{ino: ino, item: c.newInodeItem(mode, now)}
-	return c.linkNew(parent, base, in, index, now, opts)
+	in := &winode{ino: at.ino, item: c.newInodeItem(mode, now)}
+	return c.linkNew(at, in, now, opts)
 }
 
 // newInodeItem is the INODE_ITEM of an inode of mode made now: created
@@ -111,24 +140,27 @@ func (c *wctx) newInodeItem(mode uint32, now time.Time) disk.InodeItem {
 }
 
 // linkNew inserts the INODE_ITEM of the new inode in and gives it its
-// first name, base in parent, with the owner, mode and ACLs opts and
-// the parent give it (createOwner, createACLs).
-func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, now time.Time, opts *CreateOptions) error {
+// first name, at.base in at.parent, with the owner, mode and ACLs opts
+// and at.from give it (createOwner, createACLs).
+func (c *wctx) linkNew(at newPlace, in *winode, now time.Time, opts *CreateOptions) error {
 	var o CreateOptions
 	if opts != nil {
 		o = *opts
 	}
+	parent, from := at.parent, at.from
 	var access, def []byte
 	if !o.Exact {
-		createOwner(parent, in, &o)
+		createOwner(from, in, &o)
 		var err error
-		if access, def, err = c.createACLs(parent, in, UnixMode(o.Umask)); err != nil {
+		if access, def, err = c.inTree(from, func() ([]byte, []byte, error) {
+			return c.createACLs(from, in, UnixMode(o.Umask))
+		}); err != nil {
 			return err
 		}
 	}
 	in.item.UID, in.item.GID = o.UID, o.GID
 	ibuf := make([]byte, disk.InodeItemSize)
-	inheritFlags(parent, in)
+	inheritFlags(from, in)
 	if in.item.IsRegular() {
 		if o.NoDataSum {
 			in.item.Flags |= disk.InodeNoDataSum
@@ -141,10 +173,10 @@ func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, no
 	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: in.ino, Type: disk.InodeItemKey}, ibuf); err != nil {
 		return err
 	}
-	if err := c.addName(parent, base, in, index, refKey(in.ino, parent.ino)); err != nil {
+	if err := c.addName(parent, at.base, in, at.index, refKey(in.ino, parent.ino)); err != nil {
 		return err
 	}
-	if err := c.inheritProps(parent, in); err != nil {
+	if err := c.inheritProps(from, in); err != nil {
 		return err
 	}
 	if access != nil {
@@ -159,6 +191,34 @@ func (c *wctx) linkNew(parent *winode, base string, in *winode, index uint64, no
 	}
 	c.touch(parent, now, true)
 	return c.putInode(parent)
+}
+
+// inheritDir resolves the directory of CreateOptions.InheritFrom. The
+// change's current tree is kept.
+func (c *wctx) inheritDir(name string) (*winode, error) {
+	saved := c.tr
+	defer func() { c.tr = saved }()
+	in, err := c.resolve(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "inherit", Path: name, Err: err}
+	}
+	if !in.item.IsDir() {
+		return nil, &fs.PathError{Op: "inherit", Path: name, Err: syscall.ENOTDIR}
+	}
+	return in, nil
+}
+
+// inTree runs f with the change's current tree switched to the one
+// holding in, for reads of in's items (its xattrs) when in may live in
+// another subvolume than the inode being made.
+func (c *wctx) inTree(in *winode, f func() ([]byte, []byte, error)) ([]byte, []byte, error) {
+	if in.tr == nil || in.tr == c.tr {
+		return f()
+	}
+	saved := c.tr
+	c.tr = in.tr
+	defer func() { c.tr = saved }()
+	return f()
 }
 
 // createOwner applies a set-group-ID parent to the owner of a new inode,

@@ -36,7 +36,7 @@ func (fsys *FS) SymlinkWith(target, name string, opts *CreateOptions) error {
 		case strings.IndexByte(target, 0) >= 0:
 			return false, syscall.EINVAL
 		}
-		parent, base, ino, index, err := c.prepareNew(name)
+		at, err := c.prepareNew(name, opts)
 		if err != nil {
 			return false, err
 		}
@@ -44,17 +44,17 @@ func (fsys *FS) SymlinkWith(target, name string, opts *CreateOptions) error {
 			return false, syscall.ENAMETOOLONG
 		}
 		now := c.now()
-		in := &winode{ino: ino, item: c.newInodeItem(disk.ModeSymlink|0o777, now)}
+		in := &winode{ino: at.ino, item: c.newInodeItem(disk.ModeSymlink|0o777, now)}
 		in.item.Size = uint64(len(target))
 		in.item.NBytes = uint64(len(target))
-		if err := c.linkNew(parent, base, in, index, now, opts); err != nil {
+		if err := c.linkNew(at, in, now, opts); err != nil {
 			return true, err
 		}
 		fe := disk.FileExtentItem{Generation: c.gen, RAMBytes: uint64(len(target)),
 			Compression: disk.CompressNone, Type: disk.FileExtentInline, InlineData: []byte(target)}
 		buf := make([]byte, fe.Size())
 		fe.Encode(buf)
-		return true, c.tr.InsertItem(c.tx, disk.Key{ObjectID: ino, Type: disk.ExtentDataKey}, buf)
+		return true, c.tr.InsertItem(c.tx, disk.Key{ObjectID: at.ino, Type: disk.ExtentDataKey}, buf)
 	})
 	return linkError("symlink", target, name, err)
 }
@@ -90,14 +90,14 @@ func (fsys *FS) MknodWith(name string, mode fs.FileMode, dev uint64, opts *Creat
 		if err != nil {
 			return false, err
 		}
-		parent, base, ino, index, err := c.prepareNew(name)
+		at, err := c.prepareNew(name, opts)
 		if err != nil {
 			return false, err
 		}
 		now := c.now()
-		in := &winode{ino: ino, item: c.newInodeItem(lmode, now)}
+		in := &winode{ino: at.ino, item: c.newInodeItem(lmode, now)}
 		in.item.Rdev = rdev
-		return true, c.linkNew(parent, base, in, index, now, opts)
+		return true, c.linkNew(at, in, now, opts)
 	})
 }
 

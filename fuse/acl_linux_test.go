@@ -63,6 +63,23 @@ func runACLScripts(t *testing.T, dir string) {
 			t.Fatalf("script %d in %s: %v\n%s", i, dir, err, out)
 		}
 	}
+	// O_TMPFILE files take the default ACL, group and flags of the
+	// directory they are opened in, as files created there do; linkat
+	// gives each a name so the views can compare them.
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for _, d := range []string{"named", "minimal", "tight", "plain", "sgid"} {
+		fd, err := unix.Open(filepath.Join(dir, d), unix.O_TMPFILE|unix.O_WRONLY, 0o666)
+		if err != nil {
+			t.Fatalf("O_TMPFILE in %s: %v", d, err)
+		}
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD,
+			filepath.Join(dir, d, "tmp"), unix.AT_SYMLINK_FOLLOW)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatalf("linkat of an O_TMPFILE file in %s: %v", d, err)
+		}
+	}
 }
 
 // aclView is the mode, owner, getfacl output and raw ACL attributes of

@@ -138,9 +138,12 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofu
 		return nil, nil, 0, toErrno(err)
 	}
 	p := fmt.Sprintf("%s/tmpfile.%d", dir, orphanSeq.Add(1))
-	// Made in the orphan directory, it gets the umask but not the
-	// default ACL of n, which the kernel's btrfs would give it.
-	if err := n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, "")); err != nil {
+	// Made in the orphan directory, it still takes from n what the
+	// kernel's btrfs gives a file made in n: its default ACL, its
+	// set-group-ID group, its flags and compression property.
+	opts := n.m.createOptions(ctx, "")
+	opts.InheritFrom = n.path()
+	if err := n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), opts); err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
 	// Its directory is the orphan directory, not n: found by path.
