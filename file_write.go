@@ -61,6 +61,9 @@ func (c *wctx) regularByIno(sv, ino disk.ObjectID) (*winode, error) {
 			return nil, err
 		}
 	}
+	if err := c.sharedTreeErr(sv); err != nil {
+		return nil, err
+	}
 	in, err := c.findInode(ino)
 	if err != nil {
 		return nil, err

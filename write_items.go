@@ -61,8 +61,23 @@ func (c *wctx) dirEntry(dir disk.ObjectID, name string) (*disk.DirItem, error) {
 // as the read side and Linux follow them (walkDirs); a symlink as the last
 // component is returned itself. Crossing into a subvolume switches the
 // change to that subvolume's tree (enter), so the operation that follows
-// works there.
+// works there; a subvolume that may not be written (sharedTreeErr) is
+// refused then, before anything changes.
 func (c *wctx) resolve(name string) (*winode, error) {
+	in, err := c.lookupPath(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.sharedTreeErr(c.tr.Owner()); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// lookupPath is resolve for a change that only reads what it finds (the
+// directory a new inode inherits from): a subvolume that may not be
+// written is no obstacle.
+func (c *wctx) lookupPath(name string) (*winode, error) {
 	c.tr = c.top
 	if name == "." {
 		return c.inode(c.rootDir)
@@ -215,6 +230,19 @@ func (c *wctx) splitParent(name string) (*winode, string, error) {
 // component, for callers that must report other errors first (rename
 // looks its source up before the new name, as Linux does).
 func (c *wctx) splitParentAnyLen(name string) (*winode, string, error) {
+	parent, base, err := c.lookupParent(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.sharedTreeErr(c.tr.Owner()); err != nil {
+		return nil, "", err
+	}
+	return parent, base, nil
+}
+
+// lookupParent is splitParentAnyLen for a change that only reads the
+// parent (the source of a snapshot).
+func (c *wctx) lookupParent(name string) (*winode, string, error) {
 	if name == "." {
 		return nil, "", syscall.EEXIST
 	}
@@ -325,6 +353,9 @@ type txCache struct {
 	dirs map[dirEntKey]dirKey
 	// log is what the tree log holds (sync_log.go).
 	log logState
+	// shared holds, per subvolume tree met, why it may not be written
+	// (nil: it may): sharedTreeErr.
+	shared map[disk.ObjectID]error
 }
 
 // dirEntKey is a name in a directory.

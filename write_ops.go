@@ -198,7 +198,7 @@ func (c *wctx) linkNew(at newPlace, in *winode, now time.Time, opts *CreateOptio
 func (c *wctx) inheritDir(name string) (*winode, error) {
 	saved := c.tr
 	defer func() { c.tr = saved }()
-	in, err := c.resolve(name)
+	in, err := c.lookupPath(name)
 	if err != nil {
 		return nil, &fs.PathError{Op: "inherit", Path: name, Err: err}
 	}

@@ -167,6 +167,12 @@ func (c *wctx) subvolRefs(parent *winode, base string, id disk.ObjectID, index u
 // addUUID records id under u in the UUID tree, when the filesystem has one
 // (without it the kernel builds the tree at its next read-write mount).
 func (c *wctx) addUUID(u disk.UUID, id disk.ObjectID) error {
+	return c.addUUIDKind(u, disk.UUIDKeySubvol, id)
+}
+
+// addUUIDKind records id under u in the UUID tree with key type kind
+// (UUIDKeySubvol, UUIDKeyReceivedSubvol).
+func (c *wctx) addUUIDKind(u disk.UUID, kind disk.KeyType, id disk.ObjectID) error {
 	ut, err := c.t.Tree(disk.UUIDTreeObjectID)
 	if err != nil {
 		if errors.Is(err, txn.ErrNoTree) {
@@ -174,7 +180,7 @@ func (c *wctx) addUUID(u disk.UUID, id disk.ObjectID) error {
 		}
 		return err
 	}
-	k := disk.UUIDKey(u, disk.UUIDKeySubvol)
+	k := disk.UUIDKey(u, kind)
 	add := disk.UUIDItem{id}
 	buf := make([]byte, add.Size())
 	add.Encode(buf)

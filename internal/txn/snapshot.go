@@ -1,0 +1,204 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// ErrSnapshotSourceDirty is returned by SnapshotTree when the source tree
+// has changed in the running transaction: its blocks have no extent items
+// yet (Commit makes them), so references to them cannot be added. Commit
+// first, then snapshot in the next transaction.
+var ErrSnapshotSourceDirty = errors.New("txn: snapshot source changed in this transaction")
+
+// SnapshotTree makes tree id a snapshot of tree src, as the kernel makes
+// one: the root block is copied (owned by id), and every block or data
+// extent the root points at gets a reference from id, so both trees share
+// everything below their roots. item is the new ROOT_ITEM (the caller
+// sets its UUIDs, times, flags and last_snapshot); its root location and
+// generations are filled in here, and its key is (id, ROOT_ITEM, this
+// generation) as for every snapshot. The source's ROOT_ITEM gets
+// last_snapshot = this generation, which is what tells the kernel that
+// the source's blocks may be shared.
+//
+// Only sources whose blocks under the root are referenced by root only
+// (inline TREE_BLOCK_REFs: the owner and earlier snapshots of it) are
+// taken: blocks shared by a parent (FULL_BACKREF, SHARED_BLOCK_REF), as
+// the kernel leaves them once it has written a shared tree, need the
+// full reference rules (issue 14); such a source is refused with
+// ErrUnsupported before anything changes.
+func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tree, error) {
+	if t.done {
+		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	if id < disk.FirstFreeObjectID || id > disk.LastFreeObjectID {
+		return nil, fmt.Errorf("%w: new tree id %d outside the subvolume range", ErrUnsupported, id)
+	}
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return nil, err
+	}
+	if t.trees[id] != nil {
+		return nil, fmt.Errorf("txn: tree %d exists", id)
+	}
+	if _, _, err := t.lookupRootItem(rt, id); err == nil {
+		return nil, fmt.Errorf("txn: tree %d exists", id)
+	}
+	st, err := t.Tree(src)
+	if err != nil {
+		return nil, err
+	}
+	sr := st.Root()
+	if sr.Generation >= t.gen {
+		return nil, ErrSnapshotSourceDirty
+	}
+	// Check every reference first, so a refusal changes nothing.
+	srcNode, ok := t.tx.Snapshot(sr.Addr)
+	if !ok {
+		return nil, fmt.Errorf("txn: root block %d of tree %d not loaded", sr.Addr, src)
+	}
+	if !srcNode.IsLeaf() {
+		for i := range srcNode.NumItems() {
+			if _, _, err := t.treeBlockRefItem(srcNode.KeyPtr(i).BlockPtr, srcNode.Level()-1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	nt, err := ctree.CopyRoot(t.tx, st, id, t.fs.treeOptions(id))
+	if err != nil {
+		return nil, err
+	}
+	r := nt.Root()
+	if err := t.refRootChildren(srcNode, id); err != nil {
+		return nil, err
+	}
+	item.Bytenr, item.Level, item.Generation = r.Addr, uint8(r.Level), r.Generation
+	item.Legacy = false
+	item.GenerationV2 = r.Generation
+	key := disk.Key{ObjectID: id, Type: disk.RootItemKey, Offset: uint64(t.gen)}
+	buf := make([]byte, item.Size())
+	item.Encode(buf)
+	if err := rt.InsertItem(t.tx, key, buf); err != nil {
+		return nil, err
+	}
+	t.trees[id] = nt
+	t.rootKeys[id] = key
+	err = rt.UpdateItem(t.tx, t.rootKeys[src], func(b []byte) error {
+		var ri disk.RootItem
+		if err := ri.Decode(b); err != nil {
+			return err
+		}
+		ri.LastSnapshot = t.gen
+		ri.Encode(b)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("root item of tree %d: %w", src, err)
+	}
+	return nt, nil
+}
+
+// refRootChildren adds a reference from tree id to everything the copied
+// root block n points at: each child block of a node, or each data
+// extent a leaf's file extent items name (the EXTENT_DATA_REF triple of
+// id, the inode and the file position less the extent offset).
+func (t *Txn) refRootChildren(n disk.Node, id disk.ObjectID) error {
+	if !n.IsLeaf() {
+		for i := range n.NumItems() {
+			if err := t.addTreeBlockRef(n.KeyPtr(i).BlockPtr, n.Level()-1, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range n.NumItems() {
+		k := n.Key(i)
+		if k.Type != disk.ExtentDataKey {
+			continue
+		}
+		var fe disk.FileExtentItem
+		if err := fe.Decode(n.ItemData(i)); err != nil {
+			return &disk.CorruptError{Logical: n.Bytenr(), Tree: n.Owner(), Key: &k, What: "file extent", Err: err}
+		}
+		if fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
+			continue
+		}
+		if err := t.AddDataRef(fe.DiskBytenr, fe.DiskNumBytes, id, k.ObjectID, k.Offset-fe.Offset, 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxInlineTreeRefs bounds the inline TREE_BLOCK_REFs SnapshotTree puts
+// in one extent item; past it the kernel keeps references as items of
+// their own, which this slice does not write.
+const maxInlineTreeRefs = 32
+
+// treeBlockRefItem finds the extent item of the tree block at a (of
+// level) and checks it is one SnapshotTree can add to: a tree block with
+// one reference, inline, from the tree that owns it.
+func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
+	et, err := t.Tree(disk.ExtentTreeObjectID)
+	if err != nil {
+		return disk.Key{}, nil, err
+	}
+	key := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: uint64(level)}
+	if t.fs.sb.IncompatFlags&disk.IncompatSkinnyMetadata == 0 {
+		key.Type, key.Offset = disk.ExtentItemKey, uint64(t.fs.sb.NodeSize)
+	}
+	data, found, err := et.Lookup(t.tx, key)
+	if err != nil {
+		return disk.Key{}, nil, err
+	}
+	if !found {
+		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "tree block without extent item"}
+	}
+	var it disk.ExtentItem
+	if err := it.DecodeAs(key.Type, data); err != nil {
+		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "extent item", Err: err}
+	}
+	if it.Flags&disk.ExtentFlagTreeBlock == 0 {
+		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "tree block's extent item without TREE_BLOCK flag"}
+	}
+	keyed := it.Flags&disk.ExtentFlagFullBackref == 0 && it.Refs == uint64(len(it.InlineRefs)) && len(it.InlineRefs) < maxInlineTreeRefs
+	for _, r := range it.InlineRefs {
+		keyed = keyed && r.Type == disk.TreeBlockRefKey
+	}
+	if !keyed {
+		return disk.Key{}, nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks are shared other than by earlier snapshots of it (block %d: %d references)",
+			ErrUnsupported, a, it.Refs)
+	}
+	return key, &it, nil
+}
+
+// addTreeBlockRef adds the inline TREE_BLOCK_REF of root to the extent
+// item of the tree block at a. Inline references of one type are kept in
+// descending order of their root, as the kernel keeps them.
+func (t *Txn) addTreeBlockRef(a disk.LogicalAddr, level int, root disk.ObjectID) error {
+	key, it, err := t.treeBlockRefItem(a, level)
+	if err != nil {
+		return err
+	}
+	et, err := t.Tree(disk.ExtentTreeObjectID)
+	if err != nil {
+		return err
+	}
+	oldSize := it.Size()
+	ref := disk.InlineRef{Type: disk.TreeBlockRefKey, Offset: uint64(root)}
+	at := len(it.InlineRefs)
+	for i, r := range it.InlineRefs {
+		if r.Type > ref.Type || r.Type == ref.Type && r.Offset < ref.Offset {
+			at = i
+			break
+		}
+	}
+	it.InlineRefs = append(it.InlineRefs[:at], append([]disk.InlineRef{ref}, it.InlineRefs[at:]...)...)
+	it.Refs++
+	buf := make([]byte, it.Size())
+	it.Encode(buf)
+	return et.ExtendItem(t.tx, key, len(buf)-oldSize, func(data []byte) { copy(data, buf) })
+}

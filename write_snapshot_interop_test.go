@@ -1,0 +1,165 @@
+//go:build linux
+
+package btrfs_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+)
+
+// TestSnapshotInterop snapshots, with our writer, a subvolume of many
+// files (a tree of several levels, so the snapshot shares blocks), a
+// subvolume of one leaf, and the top level (into another subvolume),
+// writable and read-only; then btrfs check (6.2, and 6.19 when present)
+// is clean, the kernel shows each snapshot equal to its source as it was,
+// `btrfs subvolume show` gives the snapshot's fields as the kernel sets
+// them, the kernel writes into the sources and the writable snapshots
+// (copying shared blocks as it does for its own snapshots), and check
+// stays clean. Writing a shared subvolume with our writer is refused up
+// front, the image unchanged.
+func TestSnapshotInterop(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := formatTemp(t, 512<<20)
+	w, err := btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = w.CreateSubvolume("big", nil)
+	must(err)
+	for i := range 600 {
+		dir := fmt.Sprintf("big/d%02d", i%20)
+		must(w.MkdirAll(dir, 0o755))
+		data := []byte(strings.Repeat(fmt.Sprintf("file %d ", i), 1+i%700))
+		must(w.WriteFile(fmt.Sprintf("%s/f%03d", dir, i), data, 0o644))
+		must(w.Setxattr(fmt.Sprintf("%s/f%03d", dir, i), "user.i", []byte(fmt.Sprint(i))))
+	}
+	_, err = w.CreateSubvolume("small", nil)
+	must(err)
+	must(w.WriteFile("small/f", make([]byte, 100000), 0o644))
+	must(w.WriteFile("small/inline", []byte("inline"), 0o644))
+	must(w.WriteFile("top-file", []byte("top"), 0o600))
+	_, err = w.CreateSubvolume("snaps", nil)
+	must(err)
+
+	// The first snapshot commits the uncommitted sources itself.
+	bigSnap, err := w.Snapshot("big", "snaps/big-ro", &btrfs.SnapshotOptions{ReadOnly: true})
+	must(err)
+	_, err = w.Snapshot("big", "big-rw", nil)
+	must(err)
+	_, err = w.Snapshot("small", "small-rw", nil)
+	must(err)
+	_, err = w.Snapshot(".", "snaps/top", nil)
+	must(err)
+
+	// big is shared now: our writer refuses to change it, before
+	// anything changes; small is one leaf and stays writable.
+	err = w.WriteFile("big/new", []byte("x"), 0o644)
+	if !errors.Is(err, btrfs.ErrUnsupported) || !strings.Contains(err.Error(), "shared") {
+		t.Errorf("writing the snapshotted big: %v, want ErrUnsupported naming shared blocks", err)
+	}
+	err = w.WriteFile("big-rw/new", []byte("x"), 0o644)
+	if !errors.Is(err, btrfs.ErrUnsupported) {
+		t.Errorf("writing the snapshot big-rw: %v, want ErrUnsupported", err)
+	}
+	must(w.WriteFile("small/after", []byte("after the snapshot"), 0o644))
+	// A snapshot into its own source is refused.
+	if _, err := w.Snapshot("small", "small/inner", nil); !errors.Is(err, btrfs.ErrUnsupported) {
+		t.Errorf("snapshot inside its source: %v, want ErrUnsupported", err)
+	}
+	if _, err := w.Snapshot("top-file", "x", nil); err == nil {
+		t.Errorf("snapshot of a file: no error")
+	}
+	if _, err := w.Snapshot("snaps/big-ro", "snaps/big-ro", nil); err == nil {
+		t.Errorf("snapshot onto an existing name: no error")
+	}
+	must(w.Close())
+
+	btrfstest.Check(t, []string{img}, true)
+	btrfstest.CheckNewer(t, img, true)
+
+	// The kernel's view: each snapshot equals its source (small as it
+	// was before "after"), the top snapshot holds the top's files and
+	// empty directories where the top has subvolumes.
+	dir := btrfstest.Mount(t, "", img)
+	scanOf := func(p string) *btrfstest.Tree {
+		t.Helper()
+		tr, err := btrfstest.Scan(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	for _, pair := range [][2]string{{"big", "snaps/big-ro"}, {"big", "big-rw"}} {
+		if d := btrfstest.Diff(scanOf(pair[0]), scanOf(pair[1]), btrfstest.DiffOptions{IgnoreDirMtime: true}); len(d) > 0 {
+			t.Errorf("%s differs from %s: %q", pair[1], pair[0], d)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "small-rw/after")); !os.IsNotExist(err) {
+		t.Errorf("small-rw/after: %v, want no such file (made after the snapshot)", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "small-rw/inline")); err != nil || string(b) != "inline" {
+		t.Errorf("small-rw/inline: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "snaps/top/top-file")); err != nil || string(b) != "top" {
+		t.Errorf("snaps/top/top-file: %q, %v", b, err)
+	}
+	if ents, err := os.ReadDir(filepath.Join(dir, "snaps/top/big")); err != nil || len(ents) != 0 {
+		t.Errorf("snaps/top/big (a subvolume of the source): %v, %v; want an empty directory", ents, err)
+	}
+	out, err := exec.Command("btrfs", "subvolume", "show", filepath.Join(dir, "snaps/big-ro")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("subvolume show: %v\n%s", err, out)
+	}
+	show := strings.Join(strings.Fields(string(out)), " ")
+	srcOut, err := exec.Command("btrfs", "subvolume", "show", filepath.Join(dir, "big")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("subvolume show: %v\n%s", err, srcOut)
+	}
+	srcUUID := field(string(srcOut), "UUID:")
+	for _, want := range []string{"Parent UUID: " + srcUUID, "Flags: readonly", fmt.Sprintf("Subvolume ID: %d", bigSnap)} {
+		if !strings.Contains(show, want) {
+			t.Errorf("btrfs subvolume show of the snapshot lacks %q:\n%s", want, show)
+		}
+	}
+	if !strings.Contains(string(srcOut), "snaps/big-ro") {
+		t.Errorf("btrfs subvolume show of the source does not list the snapshot:\n%s", srcOut)
+	}
+	// The kernel writes into shared trees: the source, the writable
+	// snapshot; the read-only one refuses.
+	for _, p := range []string{"big/d03/f003", "big-rw/d04/f004", "snaps/top/top-file"} {
+		must(os.WriteFile(filepath.Join(dir, p), []byte("kernel was here"), 0o644))
+	}
+	must(os.RemoveAll(filepath.Join(dir, "big-rw/d05")))
+	if err := os.WriteFile(filepath.Join(dir, "snaps/big-ro/x"), nil, 0o644); err == nil {
+		t.Errorf("the kernel wrote into the read-only snapshot")
+	}
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{img}, true)
+	btrfstest.CheckNewer(t, img, true)
+}
+
+// field returns the value after label on the line that starts with it
+// (after tabs), as btrfs subvolume show prints it.
+func field(out, label string) string {
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, label) {
+			return strings.TrimSpace(strings.TrimPrefix(l, label))
+		}
+	}
+	return ""
+}
