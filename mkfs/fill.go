@@ -70,6 +70,8 @@ type BuildOptions struct {
 	// InodeFlags set NODATACOW or NODATASUM on paths of the input and
 	// what lies below them (mkfs.btrfs --inode-flags).
 	InodeFlags []InodeFlags
+	// Snapshots are made, in order, once the filesystem is filled.
+	Snapshots []Snapshot
 	// Shrink asks for the smallest image that holds the tree: the
 	// filesystem is built in an image of a size estimated from the input
 	// (or Format.Size, when given), then cut to its last used byte
@@ -405,6 +407,9 @@ func (f *filler) run(open Opener) error {
 		return err
 	}
 	if err := f.finishFlags(); err != nil {
+		return err
+	}
+	if err := f.makeSnapshots(); err != nil {
 		return err
 	}
 	f.stats.Commits++

@@ -21,7 +21,7 @@ type mkfsFlags struct {
 	meta, data, rootDir, tarFile, compress        string
 	chown, chmod, deviceUUID                      string
 	features, runtimeFeatures, subvols            []string
-	inodeFlags                                    []string
+	inodeFlags, snapshots                         []string
 	shrink, reproducible, quiet, force            bool
 	// mkfs.btrfs 6.19 flags that change nothing for gobtrfs (-K: it
 	// never discards; -v: it prints no summary) or that it refuses with
@@ -45,6 +45,16 @@ every other gobtrfs change uses:
   --tar FILE|-    the same from a tar stream (ustar, pax, GNU; xattrs from
                   SCHILY.xattr records) without extracting it, so owners and
                   device nodes need no root
+
+--snapshot SOURCE:DEST[:ro] (repeatable; mkfs.btrfs has no such option)
+snapshots a subvolume once the filesystem is filled, e.g. a read-only
+factory-reset copy of the root: the snapshot shares the source's tree and
+costs one block. A snapper layout in one command:
+
+  gobtrfs mkfs -r rootfs -u default:@ -u @home -u @/.snapshots \
+      --snapshot @:@/.snapshots/1/snapshot:ro disk.img
+
+(the input holds @, @home and @/.snapshots/1).
 
 --chown UID:GID and --chmod SPEC (rsync notation: "D755,F644", "go-w",
 "a+rX", "Fg=u"; each clause means what it does for chmod(1), without a umask)
@@ -101,6 +111,7 @@ anything is written when the input can be read twice (not for --tar -).`,
 	f.StringVarP(&fl.rootDir, "rootdir", "r", "", "copy this directory into the filesystem")
 	f.StringVar(&fl.tarFile, "tar", "", "fill the filesystem from this tar file (- for standard input)")
 	f.StringArrayVarP(&fl.subvols, "subvol", "u", nil, "[TYPE:]SUBDIR: make this directory of the input a subvolume; TYPE rw (default), ro, default or default-ro (repeatable)")
+	f.StringArrayVar(&fl.snapshots, "snapshot", nil, "SOURCE:DEST[:ro]: once filled, snapshot the subvolume at SOURCE (. for the top level) to DEST, read-only with :ro (repeatable; not in mkfs.btrfs)")
 	f.StringArrayVar(&fl.inodeFlags, "inode-flags", nil, "FLAGS:PATH: set nodatacow and/or nodatasum (comma separated) on PATH of the input and below it (repeatable)")
 	f.BoolVar(&fl.reflink, "reflink", false, "(with --rootdir) share file data with the input by cloning ranges, where the host can")
 	f.StringVar(&fl.compress, "compress", "", "compress file data: zlib, lzo or zstd, optionally :LEVEL")

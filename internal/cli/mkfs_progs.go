@@ -109,7 +109,7 @@ func (fl *mkfsFlags) progsOptions(o *mkfs.BuildOptions) error {
 		set  bool
 		name string
 	}{{fl.shrink, "--shrink"}, {fl.reflink, "--reflink"}, {len(fl.subvols) > 0, "--subvol"},
-		{len(fl.inodeFlags) > 0, "--inode-flags"}, {fl.compress != "", "--compress"}} {
+		{len(fl.inodeFlags) > 0, "--inode-flags"}, {fl.compress != "", "--compress"}, {len(fl.snapshots) > 0, "--snapshot"}} {
 		if c.set && !input {
 			return usagef("%s must be used with --rootdir (or --tar)", c.name)
 		}
@@ -120,6 +120,13 @@ func (fl *mkfsFlags) progsOptions(o *mkfs.BuildOptions) error {
 	o.Reflink = fl.reflink
 	for _, s := range fl.subvols {
 		o.Subvols = append(o.Subvols, parseSubvolArg(s))
+	}
+	for _, s := range fl.snapshots {
+		sn, err := parseSnapshotArg(s)
+		if err != nil {
+			return err
+		}
+		o.Snapshots = append(o.Snapshots, sn)
 	}
 	for _, s := range fl.inodeFlags {
 		f, err := parseInodeFlagsArg(s)
@@ -187,4 +194,19 @@ func deterministicSeed(o *mkfs.BuildOptions) error {
 	}
 	o.Reproducible = true
 	return nil
+}
+
+// parseSnapshotArg reads --snapshot SOURCE:DEST[:ro].
+func parseSnapshotArg(s string) (mkfs.Snapshot, error) {
+	parts := strings.Split(s, ":")
+	sn := mkfs.Snapshot{}
+	if len(parts) == 3 && parts[2] == "ro" {
+		sn.ReadOnly = true
+		parts = parts[:2]
+	}
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return sn, usagef("--snapshot %q: want SOURCE:DEST or SOURCE:DEST:ro", s)
+	}
+	sn.Source, sn.Dest = parts[0], parts[1]
+	return sn, nil
 }

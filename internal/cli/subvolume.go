@@ -18,7 +18,7 @@ func newSubvolumeCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("missing subcommand; see --help") },
 	}
-	cmd.AddCommand(newSubvolumeListCommand(), newSubvolumeCreateCommand(), newSubvolumeShowCommand(),
+	cmd.AddCommand(newSubvolumeListCommand(), newSubvolumeCreateCommand(), newSubvolumeSnapshotCommand(), newSubvolumeShowCommand(),
 		newSubvolumeGetDefaultCommand(), newSubvolumeSetDefaultCommand())
 	return cmd
 }
@@ -65,7 +65,7 @@ deleted are not listed.`,
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			for _, s := range keep {
-				printSubvol(cmd.OutOrStdout(), s, parent, uuid, puuid, ruuid)
+				printSubvol(cmd.OutOrStdout(), s, parent, uuid, puuid, ruuid, snapshots)
 			}
 			return nil
 		},
@@ -93,13 +93,21 @@ func uuidOrDash(u string) string {
 	return u
 }
 
-func printSubvol(w io.Writer, s btrfs.SubvolumeInfo, parent, uuid, puuid, ruuid bool) {
+// printSubvol prints one line of subvolume list in btrfs-progs' column
+// order; -s (snaps) adds the creation generation and time, as progs does.
+func printSubvol(w io.Writer, s btrfs.SubvolumeInfo, parent, uuid, puuid, ruuid, snaps bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ID %d gen %d", s.ID, s.Generation)
+	if snaps {
+		fmt.Fprintf(&b, " cgen %d", s.OTransID)
+	}
 	if parent {
 		fmt.Fprintf(&b, " parent %d", s.ParentID)
 	}
 	fmt.Fprintf(&b, " top level %d", s.ParentID)
+	if snaps {
+		fmt.Fprintf(&b, " otime %s", s.Otime.Local().Format("2006-01-02 15:04:05"))
+	}
 	if puuid {
 		fmt.Fprintf(&b, " parent_uuid %s", uuidOrDash(s.ParentUUID))
 	}

@@ -275,7 +275,7 @@ subvolume's line of subvolume list. With --json, {"id": N, "path": P}.`,
 				fmt.Fprintln(cmd.OutOrStdout(), "ID 5 (FS_TREE)")
 				return nil
 			}
-			printSubvol(cmd.OutOrStdout(), *info, false, false, false, false)
+			printSubvol(cmd.OutOrStdout(), *info, false, false, false, false, false)
 			return nil
 		},
 	}

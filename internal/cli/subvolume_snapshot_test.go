@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+)
+
+// TestSubvolumeSnapshot makes snapshots with gobtrfs (into a directory,
+// under a new name, read-only) and compares btrfs-progs' output words,
+// subvolume show and list -s with the kernel's mount of the same image;
+// refused snapshots exit 1 and change nothing.
+func TestSubvolumeSnapshot(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	ok(t, "subvolume", "create", img+":/sv")
+	ok(t, "mkdir", img+":/snaps")
+	src := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(src, []byte(strings.Repeat("data ", 5000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "cp", src, img+":/sv/f")
+	if out := ok(t, "subvolume", "snapshot", img+":/sv", img+":/snaps"); out != "Create a snapshot of '"+img+":/sv' in '"+img+":/snaps/sv'\n" {
+		t.Errorf("snapshot into a directory printed %q", out)
+	}
+	if out := ok(t, "subvolume", "snapshot", "-r", img+":/sv", img+":/ro"); out != "Create a readonly snapshot of '"+img+":/sv' in '"+img+":/ro'\n" {
+		t.Errorf("read-only snapshot printed %q", out)
+	}
+	for _, bad := range [][]string{
+		{img + ":/snaps", img + ":/x"},    // a directory, not a subvolume
+		{img + ":/sv", img + ":/sv/in"},   // inside its own source
+		{img + ":/none", img + ":/none2"}, // missing
+	} {
+		if _, _, code := run(t, append([]string{"subvolume", "snapshot"}, bad...)...); code != 1 {
+			t.Errorf("snapshot %v: exit %d, want 1", bad, code)
+		}
+	}
+	btrfstest.Check(t, []string{img}, true)
+
+	mnt := btrfstest.Mount(t, "ro,subvolid=5", img)
+	for _, p := range []string{"snaps/sv", "ro", "sv"} {
+		want := progs(t, "btrfs", "subvolume", "show", mnt+"/"+p)
+		if got := ok(t, "subvolume", "show", img+":/"+p); got != want {
+			t.Errorf("subvolume show %s differs:\nbtrfs-progs:\n%s\ngobtrfs:\n%s", p, want, got)
+		}
+	}
+	if want, got := progs(t, "btrfs", "subvolume", "list", "-s", mnt), ok(t, "subvolume", "list", "-s", img); got != want {
+		t.Errorf("subvolume list -s differs:\nbtrfs-progs:\n%s\ngobtrfs:\n%s", want, got)
+	}
+	if b, err := os.ReadFile(mnt + "/ro/f"); err != nil || len(b) != 25000 {
+		t.Errorf("ro/f on the kernel's mount: %d bytes, %v", len(b), err)
+	}
+}
