@@ -63,7 +63,7 @@ func (fsys *FS) Snapshot(src, dst string, opts *SnapshotOptions) (uint64, error)
 	}
 	for attempt := 0; ; attempt++ {
 		id, err := fsys.snapshotOnce(src, dst, o)
-		if !errors.Is(err, txn.ErrSnapshotSourceDirty) || attempt == 3 {
+		if !errors.Is(err, txn.ErrTreeChanged) || attempt == 3 {
 			return id, err
 		}
 		// The source changed in the running transaction: its new

@@ -18,7 +18,7 @@ func newSubvolumeCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("missing subcommand; see --help") },
 	}
-	cmd.AddCommand(newSubvolumeListCommand(), newSubvolumeCreateCommand(), newSubvolumeSnapshotCommand(), newSubvolumeShowCommand(),
+	cmd.AddCommand(newSubvolumeListCommand(), newSubvolumeCreateCommand(), newSubvolumeSnapshotCommand(), newSubvolumeDeleteCommand(), newSubvolumeShowCommand(),
 		newSubvolumeGetDefaultCommand(), newSubvolumeSetDefaultCommand())
 	return cmd
 }

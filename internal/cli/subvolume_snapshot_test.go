@@ -54,3 +54,30 @@ func TestSubvolumeSnapshot(t *testing.T) {
 		t.Errorf("ro/f on the kernel's mount: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestSubvolumeDelete deletes a snapshot by path and a subvolume by id
+// with gobtrfs: progs' words, exit codes of the refusals, and the kernel
+// no longer lists them; btrfs check is clean.
+func TestSubvolumeDelete(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	ok(t, "subvolume", "create", img+":/sv", img+":/other", img+":/sv/nested")
+	ok(t, "subvolume", "snapshot", "-r", img+":/other", img+":/snap")
+	ok(t, "mkdir", img+":/d")
+	if out := ok(t, "subvolume", "delete", img+":/snap"); out != "Delete subvolume (commit): '"+img+":/snap'\n" {
+		t.Errorf("delete printed %q", out)
+	}
+	for _, bad := range []string{img + ":/d", img + ":/sv", img + ":/none"} {
+		if _, _, code := run(t, "subvolume", "delete", bad); code != 1 {
+			t.Errorf("delete %s: exit %d, want 1", bad, code)
+		}
+	}
+	if out := ok(t, "subvolume", "delete", "-i", "258", img); out != "Delete subvolume (commit): '"+img+":/sv/nested'\n" {
+		t.Errorf("delete -i printed %q", out)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	mnt := btrfstest.Mount(t, "ro,subvolid=5", img)
+	if out := progs(t, "btrfs", "subvolume", "list", mnt); strings.Contains(out, "snap") || strings.Contains(out, "nested") || !strings.Contains(out, "path other") {
+		t.Errorf("the kernel still lists deleted subvolumes:\n%s", out)
+	}
+}

@@ -8,11 +8,11 @@ import (
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
-// ErrSnapshotSourceDirty is returned by SnapshotTree when the source tree
-// has changed in the running transaction: its blocks have no extent items
-// yet (Commit makes them), so references to them cannot be added. Commit
-// first, then snapshot in the next transaction.
-var ErrSnapshotSourceDirty = errors.New("txn: snapshot source changed in this transaction")
+// ErrTreeChanged is returned by SnapshotTree and PlanDrop when the
+// tree has changed in the running transaction: its new blocks have no
+// extent items yet (Commit makes them), so references to them cannot be
+// counted. Commit first, then try again in the next transaction.
+var ErrTreeChanged = errors.New("txn: tree changed in this transaction")
 
 // SnapshotTree makes tree id a snapshot of tree src, as the kernel makes
 // one: the root block is copied (owned by id), and every block or data
@@ -53,7 +53,7 @@ func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tr
 	}
 	sr := st.Root()
 	if sr.Generation >= t.gen {
-		return nil, ErrSnapshotSourceDirty
+		return nil, ErrTreeChanged
 	}
 	// Check every reference first, so a refusal changes nothing.
 	srcNode, ok := t.tx.Snapshot(sr.Addr)
@@ -139,9 +139,41 @@ func (t *Txn) refRootChildren(n disk.Node, id disk.ObjectID) error {
 const maxInlineTreeRefs = 32
 
 // treeBlockRefItem finds the extent item of the tree block at a (of
-// level) and checks it is one SnapshotTree can add to: a tree block with
-// one reference, inline, from the tree that owns it.
+// level) and checks it is one SnapshotTree can add to: every reference
+// inline and keyed by root (TREE_BLOCK_REF), as the tree that owns the
+// block and earlier snapshots of it leave them; no FULL_BACKREF (a block
+// the kernel has copied out of a shared parent).
 func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
+	key, it, err := t.extentItemOfBlock(a, level)
+	if err != nil {
+		return disk.Key{}, nil, err
+	}
+	if !keyedOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
+		return disk.Key{}, nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks are shared other than by earlier snapshots of it (block %d: %d references)",
+			ErrUnsupported, a, it.Refs)
+	}
+	return key, it, nil
+}
+
+// keyedOnly reports whether every reference of a tree block's extent
+// item is an inline TREE_BLOCK_REF (none by parent, none as an item of
+// its own), the only kind this package writes.
+func keyedOnly(it *disk.ExtentItem) bool {
+	if it.Flags&disk.ExtentFlagFullBackref != 0 || it.Refs != uint64(len(it.InlineRefs)) {
+		return false
+	}
+	for _, r := range it.InlineRefs {
+		if r.Type != disk.TreeBlockRefKey {
+			return false
+		}
+	}
+	return true
+}
+
+// extentItemOfBlock finds and decodes the extent item of the tree block
+// at a (of level): a skinny METADATA_ITEM, or an EXTENT_ITEM with a tree
+// block info on filesystems without skinny metadata.
+func (t *Txn) extentItemOfBlock(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
 	et, err := t.Tree(disk.ExtentTreeObjectID)
 	if err != nil {
 		return disk.Key{}, nil, err
@@ -163,14 +195,6 @@ func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (disk.Key, *disk.E
 	}
 	if it.Flags&disk.ExtentFlagTreeBlock == 0 {
 		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "tree block's extent item without TREE_BLOCK flag"}
-	}
-	keyed := it.Flags&disk.ExtentFlagFullBackref == 0 && it.Refs == uint64(len(it.InlineRefs)) && len(it.InlineRefs) < maxInlineTreeRefs
-	for _, r := range it.InlineRefs {
-		keyed = keyed && r.Type == disk.TreeBlockRefKey
-	}
-	if !keyed {
-		return disk.Key{}, nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks are shared other than by earlier snapshots of it (block %d: %d references)",
-			ErrUnsupported, a, it.Refs)
 	}
 	return key, &it, nil
 }

@@ -1,0 +1,217 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// DropPlan is what dropping a subvolume tree takes, worked out by
+// PlanDrop before anything changes and carried out by Drop.
+type DropPlan struct {
+	id    disk.ObjectID
+	key   disk.Key        // its ROOT_ITEM
+	free  []treeBlock     // blocks only this tree references: freed
+	unref []treeBlock     // blocks other trees share: this tree's reference goes
+	data  []dataRefChange // the data references of its file extents
+	bytes uint64          // tree bytes freed
+}
+
+// treeBlock is a tree block's address and level.
+type treeBlock struct {
+	addr  disk.LogicalAddr
+	level int
+}
+
+// dataRefChange is one EXTENT_DATA_REF to drop.
+type dataRefChange struct {
+	bytenr   disk.LogicalAddr
+	numBytes uint64
+	ino      disk.ObjectID
+	offset   uint64
+}
+
+// PlanDrop works out how to drop subvolume tree id, as the kernel's
+// cleaner drops a deleted subvolume: every block only this tree
+// references is freed, with the data references of the file extents in
+// its leaves; at a block other trees share (a snapshot's) only this
+// tree's reference goes, and nothing below it is visited (so a source
+// whose snapshots survive it, whose shared blocks it owns, is refused:
+// their references would have to become references by parent). It reads and
+// checks every block it visits and changes nothing: a tree whose blocks
+// carry references this package does not write (FULL_BACKREF, shared
+// block refs) is refused with ErrUnsupported here, and a tree changed in
+// this transaction with ErrTreeChanged. The caller removes the
+// subvolume's names; Drop then removes the tree and its ROOT_ITEM.
+func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
+	if t.done {
+		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	if id < disk.FirstFreeObjectID || id > disk.LastFreeObjectID {
+		return nil, fmt.Errorf("%w: dropping tree %d, not a subvolume", ErrUnsupported, id)
+	}
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return nil, err
+	}
+	ri, key, err := t.lookupRootItem(rt, id)
+	if err != nil {
+		return nil, err
+	}
+	if tr := t.trees[id]; tr != nil && tr.Root().Generation >= t.gen {
+		return nil, ErrTreeChanged
+	}
+	if ri.DropLevel != 0 || ri.DropProgress != (disk.Key{}) {
+		return nil, fmt.Errorf("%w: subvolume %d is being dropped by the kernel (drop_progress set)", ErrUnsupported, id)
+	}
+	p := &DropPlan{id: id, key: key}
+	root := disk.Expect{Bytenr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id, OwnerAny: true}
+	if err := t.planBlock(p, root, true); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planBlock adds the block e names to p: freed (and its children
+// visited) when this tree is its only referrer, its reference dropped
+// when others share it. The root is always this tree's alone.
+func (t *Txn) planBlock(p *DropPlan, e disk.Expect, root bool) error {
+	refs, mine, err := t.treeBlockRefs(e.Bytenr, e.Level, p.id)
+	if err != nil {
+		return err
+	}
+	if !mine {
+		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, What: fmt.Sprintf("tree block reached from tree %d has no reference from it", p.id)}
+	}
+	n, err := t.ReadBlock(e.Bytenr, e)
+	if err != nil {
+		return err
+	}
+	if refs > 1 {
+		if root {
+			return fmt.Errorf("%w: the root block of tree %d is shared", ErrUnsupported, p.id)
+		}
+		if n.Owner() == p.id {
+			// Other trees reach this block, and what lies below it
+			// names this tree in its references: the kernel turns
+			// them into references by parent block (FULL_BACKREF)
+			// before dropping, which this package does not write yet.
+			return fmt.Errorf("%w: subvolume %d owns tree blocks its snapshots share (delete the snapshots first)", ErrUnsupported, p.id)
+		}
+		p.unref = append(p.unref, treeBlock{e.Bytenr, e.Level})
+		return nil
+	}
+	p.free = append(p.free, treeBlock{e.Bytenr, e.Level})
+	p.bytes += uint64(t.fs.sb.NodeSize)
+	if !n.IsLeaf() {
+		for i := range n.NumItems() {
+			kp := n.KeyPtr(i)
+			k := kp.Key
+			ce := disk.Expect{Bytenr: kp.BlockPtr, Level: n.Level() - 1, Generation: kp.Generation,
+				Owner: p.id, OwnerAny: true, FirstKey: &k}
+			if err := t.planBlock(p, ce, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range n.NumItems() {
+		k := n.Key(i)
+		if k.Type != disk.ExtentDataKey {
+			continue
+		}
+		var fe disk.FileExtentItem
+		if err := fe.Decode(n.ItemData(i)); err != nil {
+			return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, Key: &k, What: "file extent", Err: err}
+		}
+		if fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
+			continue
+		}
+		p.data = append(p.data, dataRefChange{fe.DiskBytenr, fe.DiskNumBytes, k.ObjectID, k.Offset - fe.Offset})
+	}
+	return nil
+}
+
+// treeBlockRefs returns how many references the tree block at a has and
+// whether one is tree id's own keyed reference. Blocks with references
+// other than inline TREE_BLOCK_REFs are refused (ErrUnsupported).
+func (t *Txn) treeBlockRefs(a disk.LogicalAddr, level int, id disk.ObjectID) (uint64, bool, error) {
+	key, it, err := t.extentItemOfBlock(a, level)
+	if err != nil {
+		return 0, false, err
+	}
+	if !keyedOnly(it) {
+		return 0, false, fmt.Errorf("%w: tree block %d (%v) has references other than by root (shared by a parent block)", ErrUnsupported, a, key)
+	}
+	for _, r := range it.InlineRefs {
+		if disk.ObjectID(r.Offset) == id {
+			return it.Refs, true, nil
+		}
+	}
+	return it.Refs, false, nil
+}
+
+// Drop carries out p: the tree's references are dropped, the blocks only
+// it referenced freed (their extent items go at the commit), the data
+// references of its file extents dropped (extents with none left are
+// freed at the commit, with their checksums), and its ROOT_ITEM deleted.
+// It returns the tree bytes freed.
+func (t *Txn) Drop(p *DropPlan) (uint64, error) {
+	for _, b := range p.unref {
+		if err := t.dropTreeBlockRef(b.addr, b.level, p.id); err != nil {
+			return 0, err
+		}
+	}
+	for _, b := range p.free {
+		t.Free(b.addr, false)
+	}
+	for _, d := range p.data {
+		if err := t.DropDataRef(d.bytenr, d.numBytes, p.id, d.ino, d.offset, 1); err != nil {
+			return 0, err
+		}
+	}
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := rt.DeleteItem(t.tx, p.key); err != nil {
+		return 0, err
+	}
+	delete(t.trees, p.id)
+	delete(t.rootKeys, p.id)
+	return p.bytes, nil
+}
+
+// dropTreeBlockRef removes tree id's inline TREE_BLOCK_REF from the
+// extent item of the shared tree block at a.
+func (t *Txn) dropTreeBlockRef(a disk.LogicalAddr, level int, id disk.ObjectID) error {
+	key, it, err := t.extentItemOfBlock(a, level)
+	if err != nil {
+		return err
+	}
+	at := -1
+	for i, r := range it.InlineRefs {
+		if r.Type == disk.TreeBlockRefKey && disk.ObjectID(r.Offset) == id {
+			at = i
+		}
+	}
+	if at < 0 || it.Refs < 2 {
+		return disk.Corruptf("tree block %d: no shared reference from tree %d to drop", a, id)
+	}
+	it.InlineRefs = append(it.InlineRefs[:at], it.InlineRefs[at+1:]...)
+	it.Refs--
+	buf := make([]byte, it.Size())
+	it.Encode(buf)
+	et, err := t.Tree(disk.ExtentTreeObjectID)
+	if err != nil {
+		return err
+	}
+	if err := et.UpdateItem(t.tx, key, func(b []byte) error {
+		copy(b, buf)
+		return nil
+	}); err != nil {
+		return err
+	}
+	_, err = et.TruncateItem(t.tx, key, len(buf), true)
+	return err
+}

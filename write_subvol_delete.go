@@ -1,0 +1,205 @@
+package btrfs
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
+)
+
+// DeleteSubvolume removes the subvolume (or snapshot) whose root
+// directory is name, with everything in it, as `btrfs subvolume delete`
+// does followed by the kernel's cleaner: its directory entry, ROOT_REF,
+// ROOT_BACKREF and UUID-tree entries go, and its tree is dropped in the
+// same transaction: blocks and data only it references are freed (at
+// the commit), and where it shares blocks with a snapshot only its
+// references go. Nothing is left for a cleaner to finish, so the commit
+// that holds the deletion holds all of it.
+//
+// As the kernel: the default subvolume is EPERM, a subvolume holding
+// other subvolumes ENOTEMPTY, a name that is not a subvolume EINVAL (or
+// ENOTDIR). A subvolume whose blocks the kernel has shared in ways this
+// package does not write yet (snapshots the kernel made and then wrote)
+// is refused with ErrUnsupported; nothing changes.
+func (fsys *FS) DeleteSubvolume(name string) error {
+	for attempt := 0; ; attempt++ {
+		err := fsys.deleteSubvolumeOnce(name)
+		if !errors.Is(err, txn.ErrTreeChanged) || attempt == 3 {
+			return err
+		}
+		// Changed in this transaction: its new blocks have no extent
+		// items until the commit.
+		if err := fsys.Commit(); err != nil {
+			return err
+		}
+	}
+}
+
+func (fsys *FS) deleteSubvolumeOnce(name string) error {
+	return fsys.change("subvolume delete", name, func(c *wctx) (bool, error) {
+		if name == "." {
+			return false, syscall.EBUSY
+		}
+		parent, base, err := c.splitParent(name)
+		if err != nil {
+			return false, err
+		}
+		if err := notPinned(parent); err != nil {
+			return false, err
+		}
+		de, err := c.dirEntry(parent.ino, base)
+		if err != nil {
+			return false, err
+		}
+		if de == nil {
+			return false, syscall.ENOENT
+		}
+		if de.Location.Type != disk.RootItemKey {
+			if de.Type == disk.FtDir {
+				return false, fmt.Errorf("not a subvolume: %w", syscall.EINVAL)
+			}
+			return false, syscall.ENOTDIR
+		}
+		id := de.Location.ObjectID
+		if err := c.checkDeletable(id); err != nil {
+			return false, err
+		}
+		ri, err := c.t.RootItem(id)
+		if err != nil {
+			return false, err
+		}
+		rt, err := c.t.Tree(disk.RootTreeObjectID)
+		if err != nil {
+			return false, err
+		}
+		owner := c.tr.Owner()
+		refKey := disk.Key{ObjectID: owner, Type: disk.RootRefKey, Offset: uint64(id)}
+		data, found, err := rt.Lookup(c.tx, refKey)
+		if err != nil {
+			return false, err
+		}
+		if !found {
+			return false, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &refKey, What: "subvolume entry without root ref"}
+		}
+		var ref disk.RootRef
+		if err := ref.Decode(data); err != nil {
+			return false, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &refKey, What: "root ref", Err: err}
+		}
+		if err := c.checkDirSize(parent, base); err != nil {
+			return false, err
+		}
+		plan, err := c.t.PlanDrop(id)
+		if err != nil {
+			return false, err
+		}
+		// From here on the change is under way.
+		clear(c.cache.dirs)
+		delete(c.cache.shared, id)
+		if err := c.removeHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(base))}, []byte(base)); err != nil {
+			return true, err
+		}
+		if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: ref.Sequence}); err != nil {
+			return true, err
+		}
+		parent.item.Size -= 2 * uint64(len(base))
+		if _, err := rt.DeleteItem(c.tx, refKey); err != nil {
+			return true, err
+		}
+		if _, err := rt.DeleteItem(c.tx, disk.Key{ObjectID: id, Type: disk.RootBackrefKey, Offset: uint64(owner)}); err != nil {
+			return true, err
+		}
+		if err := c.removeUUID(ri.UUID, disk.UUIDKeySubvol, id); err != nil {
+			return true, err
+		}
+		if ri.ReceivedUUID != (disk.UUID{}) {
+			if err := c.removeUUID(ri.ReceivedUUID, disk.UUIDKeyReceivedSubvol, id); err != nil {
+				return true, err
+			}
+		}
+		if _, err := c.t.Drop(plan); err != nil {
+			return true, err
+		}
+		c.touch(parent, c.now(), true)
+		return true, c.putInode(parent)
+	})
+}
+
+// checkDeletable refuses the subvolumes the kernel refuses to delete:
+// the default one (EPERM) and one holding other subvolumes (ENOTEMPTY).
+func (c *wctx) checkDeletable(id disk.ObjectID) error {
+	rt, err := c.t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return err
+	}
+	name := []byte("default")
+	k := disk.Key{ObjectID: disk.RootTreeDirObjectID, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
+	if data, found, err := rt.Lookup(c.tx, k); err != nil {
+		return err
+	} else if found {
+		items, err := disk.ParseDirItems(data)
+		if err != nil {
+			return &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &k, What: "default dir item", Err: err}
+		}
+		for _, it := range items {
+			if string(it.Name) == "default" && it.Location.ObjectID == id {
+				return fmt.Errorf("the default subvolume cannot be deleted: %w", syscall.EPERM)
+			}
+		}
+	}
+	nested := false
+	err = rt.Range(c.tx, disk.Key{ObjectID: id, Type: disk.RootRefKey}, disk.Key{ObjectID: id, Type: disk.RootRefKey, Offset: ^uint64(0)},
+		func(disk.Key, []byte) (bool, error) {
+			nested = true
+			return false, nil
+		})
+	if err != nil {
+		return err
+	}
+	if nested {
+		return fmt.Errorf("subvolume %d holds other subvolumes: %w", id, syscall.ENOTEMPTY)
+	}
+	return nil
+}
+
+// removeUUID takes id out of the UUID-tree item of u and kind, deleting
+// the item when it was the only one there.
+func (c *wctx) removeUUID(u disk.UUID, kind disk.KeyType, id disk.ObjectID) error {
+	ut, err := c.t.Tree(disk.UUIDTreeObjectID)
+	if err != nil {
+		if errors.Is(err, txn.ErrNoTree) {
+			return nil
+		}
+		return err
+	}
+	k := disk.UUIDKey(u, kind)
+	data, found, err := ut.Lookup(c.tx, k)
+	if err != nil || !found {
+		return err
+	}
+	var ids disk.UUIDItem
+	if err := ids.Decode(data); err != nil {
+		return &disk.CorruptError{Tree: disk.UUIDTreeObjectID, Key: &k, What: "uuid item", Err: err}
+	}
+	keep := ids[:0]
+	for _, v := range ids {
+		if disk.ObjectID(v) != id {
+			keep = append(keep, v)
+		}
+	}
+	if len(keep) == len(ids) {
+		return nil
+	}
+	if len(keep) == 0 {
+		_, err := ut.DeleteItem(c.tx, k)
+		return err
+	}
+	buf := make([]byte, keep.Size())
+	keep.Encode(buf)
+	if err := ut.UpdateItem(c.tx, k, func(b []byte) error { copy(b, buf); return nil }); err != nil {
+		return err
+	}
+	_, err = ut.TruncateItem(c.tx, k, len(buf), true)
+	return err
+}
