@@ -142,6 +142,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := supported(&sb); err != nil {
 		return nil, err
 	}
+	if err := refuseSuper(&sb); err != nil {
+		return nil, err
+	}
 	m, err := chunk.NewMapFromSuper(&sb)
 	if err != nil {
 		return nil, err
@@ -174,6 +177,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	}
 	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
 		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes)", ErrUnsupported, missing)
+	}
+	if err := fs.refuseTrees(); err != nil {
+		return nil, err
 	}
 	if err := fs.verifyMetadata(); err != nil {
 		return nil, err
