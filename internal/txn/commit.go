@@ -82,6 +82,7 @@ func (t *Txn) Prepare() (*Flight, error) {
 	}
 	pre := []step{
 		{"convert v1 space cache", t.convertSpaceCacheV1},
+		{"mark quota inconsistent", t.markQuotaInconsistent},
 		{"settle metadata", t.settle},
 		{"write data", writeData},
 		{"write tree blocks", t.writeBlocks},
@@ -118,6 +119,9 @@ func (t *Txn) Prepare() (*Flight, error) {
 	fs.sb = sb
 	if t.fstCreated {
 		fs.hasFST, fs.v1 = true, nil
+	}
+	if t.quotaMarked {
+		fs.markQuota = false
 	}
 	fs.counters.commits.Add(1)
 	return f, nil

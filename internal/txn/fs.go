@@ -79,6 +79,9 @@ type FS struct {
 	cache BlockCache
 	// log is the log tree found at open (logtree.go), nil without one.
 	log *logState
+	// markQuota is set while the qgroup status item still has to be
+	// marked inconsistent by a commit (kinds.go).
+	markQuota bool
 }
 
 // BlockCache is a cache of verified committed tree blocks that the layer
@@ -179,6 +182,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes)", ErrUnsupported, missing)
 	}
 	if err := fs.refuseTrees(); err != nil {
+		return nil, err
+	}
+	if err := fs.loadQuota(); err != nil {
 		return nil, err
 	}
 	if err := fs.verifyMetadata(); err != nil {

@@ -48,3 +48,64 @@ func (fs *FS) refuseTrees() error {
 	}
 	return err
 }
+
+// qgroupStatusKey is the key of the quota tree's status item.
+var qgroupStatusKey = disk.Key{ObjectID: 0, Type: disk.QgroupStatusKey, Offset: 0}
+
+// loadQuota looks at the quota tree, if there is one. This package does
+// not keep qgroup counts in step; as the kernel does when it cannot, the
+// first commit marks them inconsistent (markQuotaInconsistent), which
+// asks for a rescan (btrfs quota rescan). A rescan in progress is
+// refused: its progress would skip what we change.
+func (fs *FS) loadQuota() error {
+	ri, _, err := fs.rootItem(disk.QuotaTreeObjectID)
+	if err != nil {
+		return nil // no quota tree: quotas are off
+	}
+	root := ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.QuotaTreeObjectID}
+	c := ctree.NewCursor(fs, root)
+	ok, err := c.Seek(qgroupStatusKey)
+	if err != nil {
+		return fmt.Errorf("quota tree: %w", err)
+	}
+	if !ok || c.Key() != qgroupStatusKey {
+		return fmt.Errorf("quota tree: %w", &disk.CorruptError{Tree: disk.QuotaTreeObjectID, What: "no qgroup status item", Err: disk.ErrCorrupt})
+	}
+	var st disk.QgroupStatusItem
+	if err := st.Decode(c.Data()); err != nil {
+		k := c.Key()
+		return &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.QuotaTreeObjectID, Key: &k, What: "qgroup status item", Err: err}
+	}
+	switch {
+	case st.Flags&disk.QgroupStatusSimpleMode != 0:
+		return fmt.Errorf("%w: simple quotas (squota): disable them with the kernel (btrfs quota disable) first", ErrUnsupported)
+	case st.Flags&disk.QgroupStatusRescan != 0:
+		return fmt.Errorf("%w: a quota rescan in progress: let the kernel finish it (mount, then btrfs quota rescan -w)", ErrUnsupported)
+	}
+	fs.markQuota = st.Flags&disk.QgroupStatusInconsistent == 0
+	return nil
+}
+
+// markQuotaInconsistent sets the INCONSISTENT flag of the qgroup status
+// item in the first commit that changes a filesystem with quotas, with
+// the commit's generation, as the kernel records it.
+func (t *Txn) markQuotaInconsistent() error {
+	if !t.fs.markQuota {
+		return nil
+	}
+	qt, err := t.Tree(disk.QuotaTreeObjectID)
+	if err != nil {
+		return err
+	}
+	return qt.UpdateItem(t.tx, qgroupStatusKey, func(b []byte) error {
+		var st disk.QgroupStatusItem
+		if err := st.Decode(b); err != nil {
+			return err
+		}
+		st.Flags |= disk.QgroupStatusInconsistent
+		st.Generation = t.gen
+		st.Encode(b)
+		t.quotaMarked = true
+		return nil
+	})
+}
