@@ -127,7 +127,7 @@ func checkProblems(t *testing.T, img string) (int, []string) {
 			strings.HasPrefix(l, "Checking filesystem") || strings.HasPrefix(l, "UUID:") ||
 			strings.HasPrefix(l, "found ") || strings.HasPrefix(l, "total ") ||
 			strings.HasPrefix(l, "file data blocks") || strings.HasPrefix(l, "btree space waste") ||
-			strings.HasPrefix(l, "cache and super generation") || strings.HasPrefix(l, "Qgroup are marked") {
+			strings.HasPrefix(l, "cache and super generation") || strings.HasPrefix(l, "Qgroup are marked") || strings.HasPrefix(l, "Rescan hasn't been") {
 			continue
 		}
 		problems = append(problems, l)

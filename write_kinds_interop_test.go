@@ -50,26 +50,26 @@ func TestKindsProfilesWrite(t *testing.T) {
 		devs    int
 	}{{"raid1c3", 3}, {"raid1c4", 4}, {"raid5", 3}, {"raid6", 4}} {
 		t.Run(c.profile, func(t *testing.T) {
-			devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{NumDevices: c.devs, DataProfile: c.profile, MetadataProfile: c.profile})
+			// Small devices: small chunks, so a few MiB make a new one.
+			devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{Size: 128 << 20, NumDevices: c.devs, DataProfile: c.profile, MetadataProfile: c.profile})
 			fsys, err := btrfs.OpenWritable(devs[0], &btrfs.Options{Devices: devs[1:]})
 			if err != nil {
 				t.Fatal(err)
 			}
 			before := dataProfiles(t, fsys)
-			r := rand.New(rand.NewChaCha8([32]byte{21}))
+			src := rand.NewChaCha8([32]byte{21})
+			r := rand.New(src)
 			files := map[string][]byte{}
 			if err := fsys.Mkdir("kinds", 0o755); err != nil {
 				t.Fatal(err)
 			}
 			newGroup := func() bool { return len(dataProfiles(t, fsys)) > len(before) }
 			for i := 0; !newGroup(); i++ {
-				if i == 40 {
-					t.Fatalf("no new DATA chunk after %d MiB", 4*i)
+				if i == 75 {
+					t.Fatalf("no new DATA chunk after %d MiB", 2*i)
 				}
-				data := make([]byte, 4<<20+r.IntN(5000))
-				for j := range data {
-					data[j] = byte(r.Uint32())
-				}
+				data := make([]byte, 2<<20+r.IntN(5000))
+				src.Read(data)
 				name := fmt.Sprintf("kinds/f%d", i)
 				if err := fsys.WriteFile(name, data, 0o644); err != nil {
 					t.Fatal(err)
