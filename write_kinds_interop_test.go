@@ -232,7 +232,7 @@ func TestKindsQuotaWrite(t *testing.T) {
 // TestKindsSeedingRefused: a seeding device (btrfstune -S 1) is refused
 // for writing up front, with ErrUnsupported and a message naming the
 // feature and what to do, leaving the image's bytes as they were; it
-// still opens read-only.
+// still opens read-only. So is a filesystem the kernel sprouted from it.
 func TestKindsSeedingRefused(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
@@ -260,5 +260,37 @@ func TestKindsSeedingRefused(t *testing.T) {
 	defer fsys.Close()
 	if got, err := fsys.ReadFile("seeded"); err != nil || string(got) != "seed\n" {
 		t.Fatalf("read seeded: %q, %v", got, err)
+	}
+	fsys.Close()
+
+	// Sprouted by the kernel: the new device's filesystem lists the seed's
+	// device in its chunk tree.
+	sprout := filepath.Join(t.TempDir(), "sprout.img")
+	if err := os.WriteFile(sprout, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(sprout, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	dir = btrfstest.Mount(t, "ro", img)
+	loop := btrfstest.Attach(t, sprout)
+	if out, err := exec.Command("btrfs", "device", "add", "-f", loop, dir).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs device add: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,rw", dir).CombinedOutput(); err != nil {
+		t.Fatalf("remount rw: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sprouted"), []byte("sprout\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Unmount(t, dir)
+	btrfstest.Detach(t, loop)
+	sum = sparseSum(t, sprout)
+	_, err = btrfs.OpenWritable(sprout, nil)
+	if !errors.Is(err, btrfs.ErrUnsupported) || !strings.Contains(err.Error(), "sprouted from a seeding device") {
+		t.Fatalf("OpenWritable of a sprouted filesystem: %v", err)
+	}
+	if sparseSum(t, sprout) != sum {
+		t.Fatal("refused open changed the sprout")
 	}
 }

@@ -175,6 +175,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := ctree.LoadChunkTree(fs, fs.chunkRoot(), m); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
+	if err := fs.refuseSprout(); err != nil {
+		return nil, err
+	}
 	if err := set.CheckComplete(m.DevIDs()); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}

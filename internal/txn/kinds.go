@@ -109,3 +109,28 @@ func (t *Txn) markQuotaInconsistent() error {
 		return nil
 	})
 }
+
+// refuseSprout refuses a filesystem sprouted from a seeding device: its
+// chunk tree lists devices of another filesystem (the seed's fsid in
+// their DEV_ITEMs), whose chunks are read-only to the kernel too.
+func (fs *FS) refuseSprout() error {
+	own := fs.sb.MetadataFSID()
+	c := ctree.NewCursor(fs, fs.chunkRoot())
+	ok, err := c.Seek(disk.Key{ObjectID: disk.DevItemsObjectID, Type: disk.DevItemKey})
+	for ; ok && err == nil; ok, err = c.Next() {
+		k := c.Key()
+		if k.ObjectID != disk.DevItemsObjectID || k.Type != disk.DevItemKey {
+			break
+		}
+		var d disk.DevItem
+		if err := d.Decode(c.Data()); err != nil {
+			return &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.ChunkTreeObjectID, Key: &k, What: "dev item", Err: err}
+		}
+		if d.FSID != own {
+			return fmt.Errorf("%w: a filesystem sprouted from a seeding device (devid %d belongs to filesystem %s):"+
+				" change it through the kernel, or remove the seed with the kernel first (btrfs device remove %d)",
+				ErrUnsupported, k.Offset, d.FSID, k.Offset)
+		}
+	}
+	return err
+}
