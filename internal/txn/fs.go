@@ -182,7 +182,8 @@ func openSet(set *blockdev.Set) (*FS, error) {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
 	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
-		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes)", ErrUnsupported, missing)
+		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes): name every device of the filesystem"+
+			" (Options.Devices, -d), or replace the missing ones with the kernel (mount -o degraded, btrfs replace)", ErrUnsupported, missing)
 	}
 	if err := fs.refuseTrees(); err != nil {
 		return nil, err
