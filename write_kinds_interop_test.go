@@ -294,3 +294,32 @@ func TestKindsSeedingRefused(t *testing.T) {
 		t.Fatal("refused open changed the sprout")
 	}
 }
+
+// TestKindsSimpleQuotaRefused: a filesystem with simple quotas (made by
+// the mkfs.btrfs of GOBTRFS_PROGS_DIR; 6.2 cannot) is refused for
+// writing up front, naming the feature, its bytes unchanged.
+func TestKindsSimpleQuotaRefused(t *testing.T) {
+	dir := btrfstest.ProgsDir()
+	if dir == "" {
+		t.Skipf("%s not set: no mkfs.btrfs that makes simple quotas", btrfstest.ProgsDirEnv)
+	}
+	img := filepath.Join(t.TempDir(), "squota.img")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(dir, "mkfs.btrfs"), "-q", "-O", "squota", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.btrfs -O squota: %v\n%s", err, out)
+	}
+	sum := sparseSum(t, img)
+	_, err := btrfs.OpenWritable(img, nil)
+	if !errors.Is(err, btrfs.ErrUnsupported) || !strings.Contains(err.Error(), "simple quotas") ||
+		!strings.Contains(err.Error(), "btrfs quota disable") {
+		t.Fatalf("OpenWritable with simple quotas: %v", err)
+	}
+	if sparseSum(t, img) != sum {
+		t.Fatal("refused open changed the image")
+	}
+}
