@@ -70,6 +70,9 @@ var crashConfigs = []crashConfig{
 	{name: "no-skinny", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, Features: "^skinny-metadata"}},
 	// Data and metadata in DATA|METADATA groups (4 KiB nodes).
 	{name: "mixed", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, Extra: []string{"--mixed"}}},
+	// Quotas on (qgroups as mkfs.btrfs counts them): the first commit
+	// marks them inconsistent (docs/design/0021).
+	{name: "quota", mkfs: btrfstest.MkfsOptions{Size: 128 << 20, Extra: []string{"-R", "quota"}}},
 }
 
 // TestCrashDuringDataOps runs random file-data operations in one

@@ -404,6 +404,15 @@ func dataConfigs() []dataConfig {
 		{name: "zstd15-maxinline", opts: btrfs.Options{Compress: "zstd", CompressLevel: 15, MaxInline: 3000}, rounds: 3, ops: 60},
 		{name: "raid1", mkfs: btrfstest.MkfsOptions{DataProfile: "raid1", MetadataProfile: "raid1"}, multi: true,
 			rounds: 3, ops: 80, nodatsum: true},
+		// The other multi-device kinds mkfs.btrfs makes (docs/design/0021).
+		{name: "raid1c3", mkfs: btrfstest.MkfsOptions{NumDevices: 3, DataProfile: "raid1c3", MetadataProfile: "raid1c3"}, multi: true,
+			rounds: 2, ops: 60},
+		{name: "raid1c4", mkfs: btrfstest.MkfsOptions{NumDevices: 4, DataProfile: "raid1c4", MetadataProfile: "raid1c4"}, multi: true,
+			rounds: 2, ops: 60},
+		{name: "raid5", mkfs: btrfstest.MkfsOptions{NumDevices: 3, DataProfile: "raid5", MetadataProfile: "raid5"}, multi: true,
+			rounds: 2, ops: 60, nodatsum: true},
+		{name: "raid6", mkfs: btrfstest.MkfsOptions{NumDevices: 4, DataProfile: "raid6", MetadataProfile: "raid6"}, multi: true,
+			rounds: 2, ops: 60},
 	}
 }
 

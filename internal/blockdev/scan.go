@@ -39,12 +39,13 @@ type Set struct {
 	// the METADATA_UUID feature).
 	FSID, MetadataFSID disk.UUID
 	// Super is the superblock to mount from: the first path's when it is
-	// current, else that of the first current device in path order.
+	// at the newest generation, else that of the first such device in
+	// path order.
 	Super *disk.Superblock
 	// Members are the current devices by device id.
 	Members map[disk.DevID]*Member
-	// Stale are devices whose superblock generation is older than the
-	// newest one found; they were closed and are not used.
+	// Stale are devices whose superblock generation is more than one
+	// behind the newest one found; they were closed and are not used.
 	Stale []*Member
 	// Warnings describe devices skipped or found odd, one line each.
 	Warnings []string
@@ -58,8 +59,10 @@ func Scan(paths []string) (*Set, error) { return ScanWith(paths, ScanOptions{}) 
 // the filesystem: any other path holding a different filesystem is an error
 // naming that path, as is a path that cannot be opened or holds no valid
 // superblock. Devices are keyed by the devid in their superblock's dev_item.
-// All devices are expected at the same generation: devices older than the
-// newest are recorded in Set.Stale (with a warning) and closed. The same
+// All devices are expected at the same generation: a device one generation
+// behind the newest (a commit's superblock writes interrupted) is used with
+// a warning; devices older than that are recorded in Set.Stale (with a
+// warning) and closed. The same
 // device given twice (same devid and device uuid) is used once; for a
 // writable scan the same file named twice is not even opened twice (with a
 // warning), since the second open would meet the first one's lock. On error
@@ -167,11 +170,19 @@ func group(all []*Member) (*Set, error) {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: device has %d bytes but its dev_item claims %d: truncated?",
 				m.Path, size, m.Super.DevItem.TotalBytes))
 		}
-		if m.Super.Generation < newest {
+		switch {
+		case m.Super.Generation+1 < newest:
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: devid %d is at generation %d, filesystem at %d: skipped as stale",
 				m.Path, m.DevID(), m.Super.Generation, newest))
 			s.Stale = append(s.Stale, m)
 			continue
+		case m.Super.Generation < newest:
+			// One commit behind: the power went while a commit wrote
+			// the superblocks of the devices, one after the other, after
+			// every device had synced the commit's blocks. The device
+			// holds them; the kernel uses it too.
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s: devid %d is at generation %d, filesystem at %d: used (a commit's superblock writes were interrupted)",
+				m.Path, m.DevID(), m.Super.Generation, newest))
 		}
 		if prev, ok := s.Members[m.DevID()]; ok {
 			if prev.Super.DevItem.UUID != m.Super.DevItem.UUID {
@@ -183,8 +194,16 @@ func group(all []*Member) (*Set, error) {
 			continue
 		}
 		s.Members[m.DevID()] = m
-		if s.Super == nil {
+		if s.Super == nil && m.Super.Generation == newest {
 			s.Super = m.Super
+		}
+	}
+	if s.Super == nil {
+		for _, m := range all {
+			if m.Super.Generation == newest {
+				s.Super = m.Super
+				break
+			}
 		}
 	}
 	for _, m := range s.Stale {

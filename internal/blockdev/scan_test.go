@@ -32,7 +32,7 @@ func TestScan(t *testing.T) {
 	devs := map[string]blockdev.Device{
 		"a":     newMemSuper(t, testSuper{fsid: fs, devid: 1, dev: disk.UUID{1}, gen: 10}),
 		"b":     newMemSuper(t, testSuper{fsid: fs, devid: 2, dev: disk.UUID{2}, gen: 10}),
-		"stale": newMemSuper(t, testSuper{fsid: fs, devid: 3, dev: disk.UUID{3}, gen: 9}),
+		"stale": newMemSuper(t, testSuper{fsid: fs, devid: 3, dev: disk.UUID{3}, gen: 8}),
 		"other": newMemSuper(t, testSuper{fsid: disk.UUID{0xaa}, devid: 4, dev: disk.UUID{4}, gen: 10}),
 		"clash": newMemSuper(t, testSuper{fsid: fs, devid: 2, dev: disk.UUID{9}, gen: 10}),
 		"blank": blockdev.NewMem(2 << 20),
@@ -104,5 +104,28 @@ func TestScanSuperFallback(t *testing.T) {
 	}
 	if s.Members[1].SuperCopy != 1 || len(s.Warnings) != 1 {
 		t.Fatalf("copy %d warnings %q", s.Members[1].SuperCopy, s.Warnings)
+	}
+}
+
+// TestScanOneBehind: a device one generation behind (a commit's
+// superblock writes cut by a power loss) is used, with a warning, and the
+// superblock comes from a device at the newest generation even when the
+// behind one is named first.
+func TestScanOneBehind(t *testing.T) {
+	fs := disk.UUID{0xf6}
+	devs := map[string]blockdev.Device{
+		"behind": newMemSuper(t, testSuper{fsid: fs, devid: 1, dev: disk.UUID{1}, gen: 9}),
+		"new":    newMemSuper(t, testSuper{fsid: fs, devid: 2, dev: disk.UUID{2}, gen: 10}),
+	}
+	s, err := blockdev.ScanWith([]string{"behind", "new"}, blockdev.ScanOptions{Open: memOpener(devs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Super.Generation != 10 || s.Super.DevItem.DevID != 2 {
+		t.Fatalf("super gen %d from devid %d", s.Super.Generation, s.Super.DevItem.DevID)
+	}
+	if !slices.Equal(s.DevIDs(), []disk.DevID{1, 2}) || len(s.Stale) != 0 || len(s.Warnings) != 1 {
+		t.Fatalf("devids %v, stale %d, warnings %q", s.DevIDs(), len(s.Stale), s.Warnings)
 	}
 }

@@ -210,6 +210,12 @@ func shapeOf(p chunk.Profile) (shape, error) {
 		return shape{min: 2, sub: 1}, nil
 	case chunk.RAID10:
 		return shape{min: 4, sub: 2}, nil
+	case chunk.RAID5:
+		// Every device with room, one stripe of each row parity
+		// (internal/chunk writes it).
+		return shape{min: 2, sub: 1}, nil
+	case chunk.RAID6:
+		return shape{min: 3, sub: 1}, nil
 	}
 	return shape{}, fmt.Errorf("%w: allocating %s chunks", ErrUnsupported, p)
 }
@@ -221,6 +227,10 @@ func (s shape) dataStripes(p chunk.Profile, n int) int {
 		return n
 	case chunk.RAID10:
 		return n / 2
+	case chunk.RAID5:
+		return n - 1
+	case chunk.RAID6:
+		return n - 2
 	}
 	return 1
 }

@@ -1,7 +1,6 @@
 package txn_test
 
 import (
-	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/txn"
 )
@@ -402,10 +402,10 @@ func TestChunkAllocSystem(t *testing.T) {
 	}
 }
 
-// TestChunkAllocRAID56Refused checks that filling RAID5 metadata fails
-// with ErrUnsupported (parity chunks are not allocated yet) and that the
-// aborted transaction leaves a valid filesystem.
-func TestChunkAllocRAID56Refused(t *testing.T) {
+// TestChunkAllocRAID56 fills RAID5 metadata until a new METADATA chunk is
+// made, of the RAID5 profile over all three devices (parity written by
+// internal/chunk), and commits: btrfs check is clean.
+func TestChunkAllocRAID56(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	rng := rand.New(rand.NewSource(seed(t)))
 	devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{NumDevices: 3, NodeSize: 16384,
@@ -415,6 +415,18 @@ func TestChunkAllocRAID56Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fs.Close()
+	metaChunks := func() (n int) {
+		for c := range fs.Chunks().All() {
+			if c.Type()&disk.BlockGroupMetadata != 0 {
+				if c.Profile() != chunk.RAID5 || c.NumStripes() != 3 {
+					t.Fatalf("metadata chunk %v: want RAID5 over 3 devices", c)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	before := metaChunks()
 	tx, err := fs.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -424,9 +436,9 @@ func TestChunkAllocRAID56Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := make([]byte, 16000)
-	for i := 0; ; i++ {
+	for i := 0; metaChunks() == before; i++ {
 		if i > 100000 {
-			t.Fatal("RAID5 metadata never ran out")
+			t.Fatal("RAID5 metadata never grew")
 		}
 		rng.Read(value)
 		name := fmt.Sprintf("user.big.%d", i)
@@ -434,17 +446,13 @@ func TestChunkAllocRAID56Refused(t *testing.T) {
 		buf := make([]byte, d.Size())
 		d.Encode(buf)
 		key := disk.Key{ObjectID: disk.FirstFreeInode, Type: disk.XattrItemKey, Offset: disk.NameHash([]byte(name))}
-		err := fsTree.InsertItem(tx.Trans(), key, buf)
-		if err == nil {
-			continue
+		if err := fsTree.InsertItem(tx.Trans(), key, buf); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
 		}
-		if !errors.Is(err, txn.ErrUnsupported) {
-			t.Fatalf("insert %d: %v, want ErrUnsupported", i, err)
-		}
-		t.Logf("refused after %d xattrs: %v", i, err)
-		break
 	}
-	tx.Abort()
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
 	if err := fs.Close(); err != nil {
 		t.Fatal(err)
 	}

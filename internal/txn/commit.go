@@ -82,6 +82,7 @@ func (t *Txn) Prepare() (*Flight, error) {
 	}
 	pre := []step{
 		{"convert v1 space cache", t.convertSpaceCacheV1},
+		{"mark quota inconsistent", t.markQuotaInconsistent},
 		{"settle metadata", t.settle},
 		{"write data", writeData},
 		{"write tree blocks", t.writeBlocks},
@@ -118,6 +119,9 @@ func (t *Txn) Prepare() (*Flight, error) {
 	fs.sb = sb
 	if t.fstCreated {
 		fs.hasFST, fs.v1 = true, nil
+	}
+	if t.quotaMarked {
+		fs.markQuota = false
 	}
 	fs.counters.commits.Add(1)
 	return f, nil
@@ -428,7 +432,8 @@ func (t *Txn) deleteExtent(et *ctree.Tree, a disk.LogicalAddr) error {
 		if err := it.DecodeAs(k.Type, data); err != nil {
 			derr = &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &k, What: "extent item", Err: err}
 		} else if it.Refs != 1 || it.Flags&disk.ExtentFlagFullBackref != 0 {
-			derr = fmt.Errorf("%w: freeing shared tree block %d (refs %d)", ErrUnsupported, a, it.Refs)
+			derr = fmt.Errorf("%w: snapshots (freeing tree block %d, shared: refs %d): delete the snapshots with the kernel"+
+				" (btrfs subvolume delete) or make this change through the kernel", ErrUnsupported, a, it.Refs)
 		}
 		keys = append(keys, k)
 		return true, nil

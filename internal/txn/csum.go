@@ -259,3 +259,30 @@ func (t *Txn) DeleteCsums(logical disk.LogicalAddr, length uint64) error {
 	}
 	return t.insertCsumRuns(ct, keep)
 }
+
+// CsumsCover reports whether the csum tree, as this transaction sees it,
+// holds a checksum for every sector of [logical, logical+length).
+func (t *Txn) CsumsCover(logical disk.LogicalAddr, length uint64) (bool, error) {
+	ct, err := t.Tree(disk.CsumTreeObjectID)
+	if err != nil {
+		return false, err
+	}
+	cs := t.fs.sb.CsumType.Size()
+	sector := uint64(t.fs.sb.SectorSize)
+	start, end := uint64(logical), uint64(logical)+length
+	runs, err := t.csumItemsAround(ct, start, end)
+	if err != nil {
+		return false, err
+	}
+	at := start
+	for _, r := range runs {
+		if r.start > at {
+			return false, nil
+		}
+		at = max(at, r.end(cs, sector))
+		if at >= end {
+			return true, nil
+		}
+	}
+	return at >= end, nil
+}

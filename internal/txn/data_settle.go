@@ -105,7 +105,8 @@ func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta) error {
 		return t.insertDataExtent(et, a, dd.numBytes, gen, &x)
 	}
 	if x.keyedShared > 0 {
-		return fmt.Errorf("%w: data extent %d keeps shared refs", ErrUnsupported, a)
+		return fmt.Errorf("%w: snapshots (data extent %d keeps refs through shared tree blocks): delete the snapshots"+
+			" with the kernel (btrfs subvolume delete) or make this change through the kernel", ErrUnsupported, a)
 	}
 	if err := t.DeleteCsums(a, dd.numBytes); err != nil {
 		return err

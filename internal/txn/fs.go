@@ -79,6 +79,9 @@ type FS struct {
 	cache BlockCache
 	// log is the log tree found at open (logtree.go), nil without one.
 	log *logState
+	// markQuota is set while the qgroup status item still has to be
+	// marked inconsistent by a commit (kinds.go).
+	markQuota bool
 }
 
 // BlockCache is a cache of verified committed tree blocks that the layer
@@ -142,6 +145,9 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := supported(&sb); err != nil {
 		return nil, err
 	}
+	if err := refuseSuper(&sb); err != nil {
+		return nil, err
+	}
 	m, err := chunk.NewMapFromSuper(&sb)
 	if err != nil {
 		return nil, err
@@ -169,11 +175,21 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := ctree.LoadChunkTree(fs, fs.chunkRoot(), m); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
+	if err := fs.refuseSprout(); err != nil {
+		return nil, err
+	}
 	if err := set.CheckComplete(m.DevIDs()); err != nil {
 		return nil, fmt.Errorf("chunk tree: %w", err)
 	}
 	if missing := set.Missing(m.DevIDs()); len(missing) > 0 {
-		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes)", ErrUnsupported, missing)
+		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes): name every device of the filesystem"+
+			" (Options.Devices, -d), or replace the missing ones with the kernel (mount -o degraded, btrfs replace)", ErrUnsupported, missing)
+	}
+	if err := fs.refuseTrees(); err != nil {
+		return nil, err
+	}
+	if err := fs.loadQuota(); err != nil {
+		return nil, err
 	}
 	if err := fs.verifyMetadata(); err != nil {
 		return nil, err

@@ -64,6 +64,20 @@ func (fs *FS) prepareV1Conversion() (*spaceCacheV1, error) {
 		// guess what it holds.
 		return nil, fmt.Errorf("%w: a free space tree without compat_ro FREE_SPACE_TREE", ErrUnsupported)
 	}
+	// Old mkfs.btrfs put the first SYSTEM chunk at logical 0. The
+	// free-space tree made for such a block group (ours, and the
+	// kernel's space_cache=v2 mount's alike) records [0, 64 KiB) as
+	// free while btrfs check, which never hands those bytes out,
+	// reports "there is no free space entry for 0-65536": refuse rather
+	// than leave a filesystem that check calls damaged.
+	for c := range fs.chunks.All() {
+		if c.Logical() < disk.SuperblockOffset {
+			return nil, fmt.Errorf("%w: converting the v1 space cache of a filesystem with a block group at logical %d"+
+				" (made by an old mkfs.btrfs): btrfs check rejects the free-space tree of a block group below 64 KiB;"+
+				" move it first with the kernel (btrfs balance start --full-balance), or keep the v1 cache by"+
+				" changing it only through the kernel (mount -o space_cache=v1)", ErrUnsupported, c.Logical())
+		}
+	}
 	return fs.loadSpaceCacheV1()
 }
 

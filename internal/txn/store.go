@@ -66,6 +66,11 @@ func (t *Txn) Free(addr disk.LogicalAddr, reuse bool) {
 	}
 	if err := release(uint64(addr), uint64(t.fs.sb.NodeSize)); err != nil && t.err == nil {
 		t.err = fmt.Errorf("free tree block %d: %w", addr, err)
+		if !(reuse && fresh) {
+			// A committed block the extent tree does not record as
+			// allocated: the image is damaged.
+			t.err = fmt.Errorf("%w: committed tree block %d not allocated in the extent tree: %w", disk.ErrCorrupt, addr, err)
+		}
 	}
 	t.touch(uint64(addr))
 	if _, ok := t.live[addr]; ok {

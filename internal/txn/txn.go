@@ -67,6 +67,9 @@ type Txn struct {
 	// label, if set, is the superblock label Commit writes (SetLabel);
 	// protected by mu.
 	label *[disk.LabelSize]byte
+	// quotaMarked is set once this transaction has marked the qgroup
+	// counts inconsistent (kinds.go).
+	quotaMarked bool
 	// fstCreated is set once this transaction has begun converting a v1
 	// space cache filesystem to the free-space tree (spacecache_v1.go).
 	fstCreated bool
