@@ -98,6 +98,8 @@ type checker struct {
 	// extents lists every extent item of the extent tree, in order.
 	extents []extentRec
 	bgs     []bgRec
+	// logData are the data extents the log trees reference, sorted.
+	logData []span
 }
 
 // treeRoot is one tree to check.
@@ -174,6 +176,9 @@ func (c *checker) phase(i int, what string) {
 }
 
 func (c *checker) run() error {
+	if err := c.loadRoots(); err != nil {
+		return err
+	}
 	if c.sb.LogRoot == 0 {
 		c.phase(1, "checking log skipped (none written)")
 	} else {
@@ -184,7 +189,7 @@ func (c *checker) run() error {
 		return err
 	}
 	c.phase(2, "checking root items")
-	if err := c.checkRootItems(); err != nil {
+	if err := c.checkRootBlocks(); err != nil {
 		return err
 	}
 	steps := []struct {

@@ -83,6 +83,7 @@ func (c *checker) checkDevExtents() {
 			}
 		}
 	}
+	var devBytes uint64
 	ct, _ := c.tree(disk.ChunkTreeObjectID)
 	c.forEachItem(ct, func(k disk.Key, data []byte, leaf disk.Node) error {
 		if k.Type != disk.DevItemKey {
@@ -94,6 +95,7 @@ func (c *checker) checkDevExtents() {
 			c.problemf(KindItem, disk.ChunkTreeObjectID, leaf.Bytenr(), &kk, "dev item %v: %v", k, err)
 			return nil
 		}
+		devBytes += di.TotalBytes
 		if di.BytesUsed != used[di.DevID] {
 			c.problemf(KindChunk, disk.ChunkTreeObjectID, 0, &kk, "Dev extent's total-byte(%d) is not equal to byte-used(%d) in dev[%d, %d, %d]",
 				used[di.DevID], di.BytesUsed, k.ObjectID, k.Type, k.Offset)
@@ -105,4 +107,7 @@ func (c *checker) checkDevExtents() {
 		}
 		return nil
 	})
+	if devBytes > c.sb.TotalBytes {
+		c.problemf(KindSuperblock, 0, 0, nil, "ERROR: super total bytes %d smaller than real device(s) size %d", c.sb.TotalBytes, devBytes)
+	}
 }

@@ -24,6 +24,12 @@ type nameRec struct {
 	hasType  bool
 }
 
+// dirName is a name in a directory.
+type dirName struct {
+	dir  disk.ObjectID
+	name string
+}
+
 func (f *fsTree) addName(parent, child disk.ObjectID, name []byte, set func(*nameRec)) {
 	k := nameKey{parent, child, string(name)}
 	n := f.names[k]
@@ -47,6 +53,13 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	}
 	for _, d := range items {
 		r.dirNames += uint64(len(d.Name))
+		if k.Type == disk.DirIndexKey {
+			dk := dirName{r.ino, string(d.Name)}
+			if f.dirIndexNames[dk] {
+				f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d inode %d errors: dup filename %q", f.t.id, r.ino, d.Name)
+			}
+			f.dirIndexNames[dk] = true
+		}
 		if k.Type == disk.DirItemKey && disk.NameHash(d.Name) != k.Offset {
 			f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: name hash mismatch for %q: key offset %#x, hash %#x", f.t.id, r.ino, d.Name, k.Offset, disk.NameHash(d.Name))
 		}
@@ -91,10 +104,18 @@ func (f *fsTree) finish() {
 		}
 		return a.name < b.name
 	})
+	for _, pp := range f.pending {
+		if !f.orphans[pp.ino] {
+			c.problem(pp.p)
+		}
+	}
 	for _, k := range keys {
 		n := f.names[k]
 		if k.child == f.rootDir && k.parent == f.rootDir && k.name == ".." {
 			continue
+		}
+		if f.orphans[k.parent] || (f.orphans[k.child] && !n.dirItem && !n.dirIndex) {
+			continue // being deleted
 		}
 		msg := func(what string) {
 			c.problemf(KindDirItem, id, 0, nil, "root %d inode %d errors: %s (parent %d name %q)", id, k.child, what, k.parent, k.name)

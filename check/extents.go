@@ -202,7 +202,10 @@ func (c *checker) compareExtent(s *extentState) {
 					c.problemf(KindExtentRef, disk.ExtentTreeObjectID, start, nil, "tree backref %d root %d not found in extent tree walk", start, r.Offset)
 				}
 			case disk.SharedBlockRefKey:
-				if !parents[disk.LogicalAddr(r.Offset)] {
+				// A root block with a full backref names itself as the
+				// parent of its root item's reference.
+				self := disk.LogicalAddr(r.Offset) == start && len(rec.roots) > 0
+				if !parents[disk.LogicalAddr(r.Offset)] && !self {
 					c.problemf(KindExtentRef, disk.ExtentTreeObjectID, start, nil, "tree backref %d parent %d not found in extent tree walk", start, r.Offset)
 				}
 			case disk.ExtentDataRefKey, disk.SharedDataRefKey:

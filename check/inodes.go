@@ -1,6 +1,9 @@
 package check
 
 import (
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -33,6 +36,10 @@ type fsTree struct {
 	zeroLinks map[disk.ObjectID]bool
 	orphans   map[disk.ObjectID]bool
 	names     map[nameKey]*nameRec
+	pending   []pendingProblem
+	csums     *csumLookup
+	// dirIndexNames finds a name given twice in one directory.
+	dirIndexNames map[dirName]bool
 }
 
 // checkFSRoots checks every subvolume tree, one at a time.
@@ -48,13 +55,14 @@ func (c *checker) checkFSRoots() error {
 			continue // being deleted: the cleaner owns what is left
 		}
 		f := &fsTree{
-			c: c, t: t,
+			c: c, t: t, csums: c.newCsumLookup(),
 			noHoles:   c.sb.IncompatFlags&disk.IncompatNoHoles != 0,
 			rootDir:   disk.FirstFreeInode,
 			modes:     map[disk.ObjectID]disk.FileType{},
 			zeroLinks: map[disk.ObjectID]bool{},
 			orphans:   map[disk.ObjectID]bool{},
 			names:     map[nameKey]*nameRec{},
+			dirIndexNames: map[dirName]bool{},
 		}
 		if t.item.RootDirID != 0 {
 			f.rootDir = t.item.RootDirID
@@ -68,8 +76,19 @@ func (c *checker) checkFSRoots() error {
 	return nil
 }
 
+// problemf records a problem of inode ino. It is held back until the
+// end of the tree: an inode with an orphan item (which sorts after every
+// inode) is being deleted, and its half-freed state is no problem.
 func (f *fsTree) problemf(ino disk.ObjectID, key *disk.Key, format string, args ...any) {
-	f.c.problemf(KindInode, f.t.id, 0, key, "root %d inode %d errors: "+format, append([]any{f.t.id, ino}, args...)...)
+	f.pending = append(f.pending, pendingProblem{ino: ino, p: Problem{Kind: KindInode, Tree: f.t.id, Key: key,
+		Message: fmt.Sprintf("root %d inode %d errors: "+format, append([]any{f.t.id, ino}, args...)...)}})
+}
+
+// pendingProblem is a problem of one inode, held back until the orphan
+// items are known.
+type pendingProblem struct {
+	ino disk.ObjectID
+	p   Problem
 }
 
 // item handles one item of the tree.
@@ -123,6 +142,9 @@ func (f *fsTree) item(k disk.Key, data []byte, leaf disk.Node) error {
 		f.dirEntries(r, k, data)
 	case disk.ExtentDataKey:
 		f.fileExtent(r, k, data)
+	case disk.XattrItemKey, disk.VerityDescItemKey, disk.VerityMerkleItemKey, disk.DirLogItemKey, disk.DirLogIndexKey:
+	default:
+		f.c.problemf(KindItem, f.t.id, leaf.Bytenr(), &kk, "ERROR: unknown key (%d %d %d) found in leaf %d", k.ObjectID, k.Type, k.Offset, leaf.Bytenr())
 	}
 	return nil
 }
@@ -150,6 +172,15 @@ func (f *fsTree) fileExtent(r *inodeRec, k disk.Key, data []byte) {
 		r.nbytes += fe.RAMBytes
 	} else if fe.DiskBytenr != 0 {
 		r.nbytes += fe.NumBytes
+		if fe.Type == disk.FileExtentReg && r.hasItem && (r.item.Flags&disk.InodeNoDataSum == 0 || fe.Compression != disk.CompressNone) {
+			start, end := fe.DiskBytenr+disk.LogicalAddr(fe.Offset), fe.DiskBytenr+disk.LogicalAddr(fe.Offset+fe.NumBytes)
+			if fe.Compression != disk.CompressNone {
+				start, end = fe.DiskBytenr, fe.DiskBytenr+disk.LogicalAddr(fe.DiskNumBytes)
+			}
+			if !f.csums.covers(start, end) {
+				f.problemf(r.ino, &kk, "some csum missing: file extent at %d, data [%d %d) has no csum", k.Offset, start, end)
+			}
+		}
 	}
 	end, ok := fe.End(k.Offset, f.c.sb.SectorSize)
 	if !ok {
@@ -180,6 +211,9 @@ func (f *fsTree) endInode() {
 	if it.NLink == 0 {
 		f.zeroLinks[r.ino] = true
 	}
+	if it.IsSymlink() && it.Flags&(disk.InodeImmutable|disk.InodeAppend) != 0 {
+		f.problemf(r.ino, nil, "odd inode flags %v", it.Flags)
+	}
 	switch {
 	case it.IsDir():
 		if r.ino != f.rootDir || r.names > 0 {
@@ -205,4 +239,56 @@ func (f *fsTree) endInode() {
 			}
 		}
 	}
+}
+
+// csumLookup answers whether the csum tree covers a data range.
+type csumLookup struct {
+	c   *checker
+	cur *ctree.Cursor
+}
+
+func (c *checker) newCsumLookup() *csumLookup {
+	t, ok := c.tree(disk.CsumTreeObjectID)
+	if !ok {
+		return &csumLookup{c: c}
+	}
+	return &csumLookup{c: c, cur: ctree.NewCursor(c, t.root)}
+}
+
+// covers reports whether every sector of [start, end) has a checksum.
+// Without a readable csum tree it says yes: the csum phase reports that.
+func (l *csumLookup) covers(start, end disk.LogicalAddr) bool {
+	if l.cur == nil {
+		return true
+	}
+	ss := l.c.sb.SectorSize
+	csize := l.c.sb.CsumType.Size()
+	pos := start
+	ok, err := l.cur.SeekLE(disk.Key{ObjectID: disk.ExtentCsumObjectID, Type: disk.ExtentCsumKey, Offset: uint64(start)})
+	if err != nil {
+		return true
+	}
+	if !ok {
+		ok, err = l.cur.First()
+	}
+	for ; ok && err == nil && pos < end; ok, err = l.cur.Next() {
+		k := l.cur.Key()
+		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
+			if k.ObjectID > disk.ExtentCsumObjectID {
+				break
+			}
+			continue
+		}
+		if disk.LogicalAddr(k.Offset) > pos {
+			break
+		}
+		e, valid := disk.CsumItemEnd(k.Offset, len(l.cur.Data()), csize, ss)
+		if valid && disk.LogicalAddr(e) > pos {
+			pos = disk.LogicalAddr(e)
+		}
+	}
+	if err != nil {
+		return true
+	}
+	return pos >= end
 }

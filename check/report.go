@@ -13,21 +13,21 @@ type Kind string
 
 // Problem kinds.
 const (
-	KindSuperblock   Kind = "superblock"    // superblock or backup roots
-	KindRootItem     Kind = "root_item"     // a ROOT_ITEM or the tree it locates
-	KindTreeBlock    Kind = "tree_block"    // checksum, header, key order, level, generation
-	KindItem         Kind = "item"          // an item breaks the tree-checker's rules
-	KindExtentRef    Kind = "extent_ref"    // extent item references against the trees
-	KindBlockGroup   Kind = "block_group"   // block group against chunks or extents
-	KindChunk        Kind = "chunk"         // chunk, device item, device extent
-	KindFreeSpace    Kind = "free_space"    // free-space tree against the extent tree
-	KindInode        Kind = "inode"         // inode item, nlink, isize, nbytes, file extents
-	KindDirItem      Kind = "dir_item"      // dir items and dir indexes, names and hashes
-	KindCsum         Kind = "csum"          // csum tree items
-	KindDataCsum     Kind = "data_csum"     // data whose checksum does not match
-	KindRootRef      Kind = "root_ref"      // ROOT_REF/ROOT_BACKREF between subvolumes
-	KindQuota        Kind = "quota"         // quota groups
-	KindUnsupported  Kind = "unsupported"   // a feature this checker cannot verify yet
+	KindSuperblock  Kind = "superblock"  // superblock or backup roots
+	KindRootItem    Kind = "root_item"   // a ROOT_ITEM or the tree it locates
+	KindTreeBlock   Kind = "tree_block"  // checksum, header, key order, level, generation
+	KindItem        Kind = "item"        // an item breaks the tree-checker's rules
+	KindExtentRef   Kind = "extent_ref"  // extent item references against the trees
+	KindBlockGroup  Kind = "block_group" // block group against chunks or extents
+	KindChunk       Kind = "chunk"       // chunk, device item, device extent
+	KindFreeSpace   Kind = "free_space"  // free-space tree against the extent tree
+	KindInode       Kind = "inode"       // inode item, nlink, isize, nbytes, file extents
+	KindDirItem     Kind = "dir_item"    // dir items and dir indexes, names and hashes
+	KindCsum        Kind = "csum"        // csum tree items
+	KindDataCsum    Kind = "data_csum"   // data whose checksum does not match
+	KindRootRef     Kind = "root_ref"    // ROOT_REF/ROOT_BACKREF between subvolumes
+	KindQuota       Kind = "quota"       // quota groups
+	KindUnsupported Kind = "unsupported" // a feature this checker cannot verify yet
 )
 
 // Problem is one thing wrong with the filesystem.

@@ -15,7 +15,7 @@ type rootLink struct {
 }
 
 type rootLinkRec struct {
-	ref, backref       bool
+	ref, backref      bool
 	refItem, backItem disk.RootRef
 }
 
@@ -23,6 +23,7 @@ type rootLinkRec struct {
 // the directory entry in the parent subvolume that names the child.
 func (c *checker) checkRootRefs() error {
 	links := map[rootLink]*rootLinkRec{}
+	orphans := map[disk.ObjectID]bool{}
 	get := func(l rootLink) *rootLinkRec {
 		r := links[l]
 		if r == nil {
@@ -33,6 +34,10 @@ func (c *checker) checkRootRefs() error {
 	}
 	t0 := c.trees[0]
 	err := c.forEachItem(t0, func(k disk.Key, data []byte, leaf disk.Node) error {
+		if k.ObjectID == disk.OrphanObjectID && k.Type == disk.OrphanItemKey {
+			orphans[disk.ObjectID(k.Offset)] = true
+			return nil
+		}
 		if k.Type != disk.RootRefKey && k.Type != disk.RootBackrefKey {
 			return nil
 		}
@@ -95,7 +100,12 @@ func (c *checker) checkRootRefs() error {
 		}
 		t, _ := c.tree(id)
 		if t.item.Refs == 0 {
-			continue // deleted, waiting for the cleaner
+			// Deleted, waiting for the cleaner, which finds it by
+			// its orphan item.
+			if !orphans[id] {
+				c.problemf(KindRootRef, disk.RootTreeObjectID, 0, nil, "fs tree %d missing orphan item", id)
+			}
+			continue
 		}
 		c.problemf(KindRootRef, disk.RootTreeObjectID, 0, nil, "ERROR: root %d has no root backref but its root item has refs %d", id, t.item.Refs)
 	}

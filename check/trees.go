@@ -2,6 +2,7 @@ package check
 
 import (
 	"errors"
+	"sort"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -55,25 +56,99 @@ func rootExpect(r ctree.Root) disk.Expect {
 	return disk.Expect{Bytenr: r.Addr, Level: r.Level, Generation: r.Generation, Owner: r.Owner, OwnerAny: sharedOwner(r.Owner)}
 }
 
-// checkLog reads every block of the log tree: btrfs check verifies it
-// can be replayed; we verify it can be read.
+// checkLog reads the log root tree and every log tree it locates, and
+// checks that each logged data extent has its checksums logged too (a
+// replay would otherwise leave data without checksums). The data extents
+// the log references are noted: the csum tree may already hold their
+// sums before the log is replayed.
 func (c *checker) checkLog() {
-	root := ctree.Root{Addr: c.sb.LogRoot, Level: int(c.sb.LogRootLevel), Owner: disk.TreeLogObjectID}
-	err := ctree.Walk(c, root, func(n disk.Node, _ int) error {
-		if !n.IsLeaf() || n.Owner() != disk.TreeLogObjectID {
-			return nil
+	logRoot := treeRoot{id: disk.TreeLogObjectID, root: ctree.Root{Addr: c.sb.LogRoot, Level: int(c.sb.LogRootLevel), Owner: disk.TreeLogObjectID}}
+	if _, err := c.ReadBlock(logRoot.root.Addr, rootExpect(logRoot.root)); err != nil {
+		c.problemf(KindTreeBlock, disk.TreeLogObjectID, c.sb.LogRoot, nil, "log root tree: %v", err)
+		return
+	}
+	var logs []treeRoot
+	c.forEachItem(logRoot, func(k disk.Key, data []byte, leaf disk.Node) error {
+		var ri disk.RootItem
+		if k.Type == disk.RootItemKey && ri.Decode(data) == nil {
+			logs = append(logs, treeRoot{id: disk.ObjectID(k.Offset), key: k, item: ri,
+				root: ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.TreeLogObjectID}})
 		}
 		return nil
 	})
-	if err != nil {
-		c.problemf(KindTreeBlock, disk.TreeLogObjectID, c.sb.LogRoot, nil, "log tree: %v", err)
+	type need struct {
+		ino        disk.ObjectID
+		off        uint64
+		start, end disk.LogicalAddr
 	}
+	for _, t := range logs {
+		if _, err := c.ReadBlock(t.root.Addr, rootExpect(t.root)); err != nil {
+			c.problemf(KindTreeBlock, disk.TreeLogObjectID, t.root.Addr, nil, "log tree of root %d: %v", t.id, err)
+			continue
+		}
+		var needs []need
+		var sums []span
+		flags := map[disk.ObjectID]disk.InodeFlags{}
+		c.forEachItem(t, func(k disk.Key, data []byte, leaf disk.Node) error {
+			switch k.Type {
+			case disk.InodeItemKey:
+				var it disk.InodeItem
+				if it.Decode(data) == nil {
+					flags[k.ObjectID] = it.Flags
+				}
+			case disk.ExtentDataKey:
+				var fe disk.FileExtentItem
+				if fe.Decode(data) != nil || fe.Type != disk.FileExtentReg || fe.DiskBytenr == 0 {
+					return nil
+				}
+				c.logData = append(c.logData, span{fe.DiskBytenr, fe.DiskNumBytes})
+				if flags[k.ObjectID]&disk.InodeNoDataSum != 0 && fe.Compression == disk.CompressNone {
+					return nil
+				}
+				s, e := fe.DiskBytenr+disk.LogicalAddr(fe.Offset), fe.DiskBytenr+disk.LogicalAddr(fe.Offset+fe.NumBytes)
+				if fe.Compression != disk.CompressNone {
+					s, e = fe.DiskBytenr, fe.DiskBytenr+disk.LogicalAddr(fe.DiskNumBytes)
+				}
+				needs = append(needs, need{k.ObjectID, k.Offset, s, e})
+			case disk.ExtentCsumKey:
+				if e, ok := disk.CsumItemEnd(k.Offset, len(data), c.sb.CsumType.Size(), c.sb.SectorSize); ok {
+					sums = append(sums, span{disk.LogicalAddr(k.Offset), e - k.Offset})
+				}
+			}
+			return nil
+		})
+		sort.Slice(sums, func(i, j int) bool { return sums[i].start < sums[j].start })
+		committed := c.newCsumLookup()
+		for _, n := range needs {
+			// The sums may also be in the csum tree already.
+			if !spansCover(sums, n.start, n.end) && !committed.covers(n.start, n.end) {
+				c.problemf(KindCsum, disk.TreeLogObjectID, n.start, nil, "ERROR: csum missing in log (root %d inode %d offset %d address %#x length %d)",
+					t.id, n.ino, n.off, uint64(n.start), uint64(n.end-n.start))
+			}
+		}
+	}
+	sort.Slice(c.logData, func(i, j int) bool { return c.logData[i].start < c.logData[j].start })
 }
 
-// checkRootItems reads the root tree and every ROOT_ITEM in it, and the
-// root block each one locates. A root tree that cannot be read stops the
-// check: nothing else can be found without it.
-func (c *checker) checkRootItems() error {
+// spansCover reports whether sorted spans cover [start, end).
+func spansCover(spans []span, start, end disk.LogicalAddr) bool {
+	pos := start
+	for _, s := range spans {
+		if s.start > pos {
+			break
+		}
+		pos = max(pos, s.end())
+		if pos >= end {
+			return true
+		}
+	}
+	return pos >= end
+}
+
+// loadRoots reads the root tree and every ROOT_ITEM in it. A root tree
+// that cannot be read stops the check: nothing else can be found without
+// it.
+func (c *checker) loadRoots() error {
 	rootTree := ctree.Root{Addr: c.sb.Root, Level: int(c.sb.RootLevel), Generation: c.sb.Generation, Owner: disk.RootTreeObjectID}
 	if _, err := c.ReadBlock(rootTree.Addr, rootExpect(rootTree)); err != nil {
 		return &disk.CorruptError{Logical: c.sb.Root, Tree: disk.RootTreeObjectID, What: "cannot read root tree", Err: err}
@@ -108,6 +183,11 @@ func (c *checker) checkRootItems() error {
 	for _, t := range c.trees {
 		c.treeByID[t.id] = append(c.treeByID[t.id], t)
 	}
+	return nil
+}
+
+// checkRootBlocks reads the root block of every tree a ROOT_ITEM names.
+func (c *checker) checkRootBlocks() error {
 	for _, t := range c.trees[2:] {
 		if _, err := c.ReadBlock(t.root.Addr, rootExpect(t.root)); err != nil {
 			kk := t.key
@@ -134,6 +214,9 @@ func (c *checker) walkTrees() error {
 		}
 		rec := c.blockRec(t.root.Addr)
 		rec.roots = append(rec.roots, t.id)
+		// A snapshot being deleted has freed everything left of its
+		// drop progress key at its drop level: those blocks are gone.
+		dropping := t.item.Refs == 0 && t.item.DropProgress != (disk.Key{})
 		stack := []walkItem{{addr: t.root.Addr, expect: rootExpect(t.root), tree: t.id}}
 		for len(stack) > 0 {
 			w := stack[len(stack)-1]
@@ -164,6 +247,9 @@ func (c *checker) walkTrees() error {
 			}
 			for i := n.NumItems() - 1; i >= 0; i-- {
 				kp := n.KeyPtr(i)
+				if dropping && c.dropped(n, i, t.item) {
+					continue
+				}
 				child := c.blockRec(kp.BlockPtr)
 				child.parents = append(child.parents, n.Bytenr())
 				k := kp.Key
@@ -241,9 +327,9 @@ func (c *checker) checkLeaf(n disk.Node, tree disk.ObjectID) {
 		}
 		c.problemf(KindItem, tree, n.Bytenr(), key, "tree block %d in %s tree: %s", n.Bytenr(), treeName(tree), msg)
 	}
-	if !holdsFiles(tree) {
-		return
-	}
+	// File extents live in subvolume trees and, for the v1 space cache's
+	// inodes, in the root tree: every one of them references data.
+	files := holdsFiles(tree)
 	s := &c.report.Summary
 	for i := 0; i < n.NumItems(); i++ {
 		k := n.Key(i)
@@ -254,8 +340,10 @@ func (c *checker) checkLeaf(n disk.Node, tree disk.ObjectID) {
 		if fe.Decode(n.ItemData(i)) != nil || fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
 			continue
 		}
-		s.DataBytesAllocated += fe.DiskNumBytes
-		s.DataBytesReferenced += fe.NumBytes
+		if files {
+			s.DataBytesAllocated += fe.DiskNumBytes
+			s.DataBytesReferenced += fe.NumBytes
+		}
 		d := c.data[fe.DiskBytenr]
 		if d == nil {
 			d = &dataRec{diskLen: fe.DiskNumBytes}
@@ -267,4 +355,16 @@ func (c *checker) checkLeaf(n disk.Node, tree disk.ObjectID) {
 		}
 		d.refs = append(d.refs, dataRef{root: n.Owner(), ino: k.ObjectID, off: k.Offset - fe.Offset, leaf: n.Bytenr()})
 	}
+}
+
+// dropped reports whether child i of node n in a snapshot being deleted
+// was already freed: a child at the drop level whose key is below the
+// drop progress key (the drop level is the level of the node whose slot
+// the key names), or any child whose whole key range is below it.
+func (c *checker) dropped(n disk.Node, i int, ri disk.RootItem) bool {
+	dk := ri.DropProgress
+	if n.Level() == int(ri.DropLevel) && n.Key(i).Less(dk) {
+		return true
+	}
+	return i+1 < n.NumItems() && !dk.Less(n.Key(i+1)) && n.Level() > int(ri.DropLevel)
 }
