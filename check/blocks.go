@@ -28,6 +28,9 @@ func (c *checker) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, er
 		return c.params.CsumType.VerifyBlock(b) && disk.Node(b).Bytenr() == addr
 	}
 	if err := c.rd.ReadLogical(buf, addr, verify); err != nil {
+		if why := c.whyBad(addr); why != "" {
+			return nil, fmt.Errorf("%w %d: %s", errRead, addr, why)
+		}
 		return nil, fmt.Errorf("%w %d: %w", errRead, addr, err)
 	}
 	n := disk.Node(buf)
@@ -73,4 +76,32 @@ func (bc *blockCache) put(addr disk.LogicalAddr, n disk.Node) {
 		}
 	}
 	bc.m[addr] = n
+}
+
+// whyBad reads the first copy of the tree block at addr as it is and
+// says what is wrong with it, in btrfs check's words; "" if it cannot
+// tell.
+func (c *checker) whyBad(addr disk.LogicalAddr) string {
+	mp, err := c.m.Mirrors(addr, uint64(c.params.NodeSize))
+	if err != nil || mp.Length < uint64(c.params.NodeSize) || len(mp.Copies) == 0 {
+		return ""
+	}
+	dev, ok := c.set.Devices()[mp.Copies[0].DevID]
+	if !ok {
+		return ""
+	}
+	b := make([]byte, c.params.NodeSize)
+	if n, _ := dev.ReadAt(b, int64(mp.Copies[0].Physical)); n != len(b) {
+		return ""
+	}
+	if !c.params.CsumType.VerifyBlock(b) {
+		size := c.params.CsumType.Size()
+		want := append([]byte(nil), b[:size]...)
+		got := c.params.CsumType.Sum(nil, b[disk.CsumFieldSize:])
+		return fmt.Sprintf("checksum verify failed on %d wanted %x found %x", addr, got, want)
+	}
+	if have := disk.Node(b).Bytenr(); have != addr {
+		return fmt.Sprintf("bad tree block %d, bytenr mismatch, want=%d, have=%d", addr, addr, have)
+	}
+	return ""
 }

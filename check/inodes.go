@@ -56,12 +56,12 @@ func (c *checker) checkFSRoots() error {
 		}
 		f := &fsTree{
 			c: c, t: t, csums: c.newCsumLookup(),
-			noHoles:   c.sb.IncompatFlags&disk.IncompatNoHoles != 0,
-			rootDir:   disk.FirstFreeInode,
-			modes:     map[disk.ObjectID]disk.FileType{},
-			zeroLinks: map[disk.ObjectID]bool{},
-			orphans:   map[disk.ObjectID]bool{},
-			names:     map[nameKey]*nameRec{},
+			noHoles:       c.sb.IncompatFlags&disk.IncompatNoHoles != 0,
+			rootDir:       disk.FirstFreeInode,
+			modes:         map[disk.ObjectID]disk.FileType{},
+			zeroLinks:     map[disk.ObjectID]bool{},
+			orphans:       map[disk.ObjectID]bool{},
+			names:         map[nameKey]*nameRec{},
 			dirIndexNames: map[dirName]bool{},
 		}
 		if t.item.RootDirID != 0 {
