@@ -158,7 +158,7 @@ func TestCheckCorruptions(t *testing.T) {
 			it.Encode(leaf.ItemData(slot))
 			writeBlock(t, c, img, leaf, true)
 		}, KindInode, "nbytes wrong"},
-		{"dir index without dir item", false, func(t *testing.T, c *checker, img string) {
+		{"missing dir item", false, func(t *testing.T, c *checker, img string) {
 			leaf, slot := findItem(t, c, disk.FSTreeObjectID, func(k disk.Key, data []byte) bool {
 				if k.Type != disk.DirItemKey {
 					return false

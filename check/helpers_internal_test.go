@@ -118,10 +118,16 @@ func findItem(t testing.TB, c *checker, id disk.ObjectID, match func(k disk.Key,
 // copy of the tree block at its address in the single-device image img.
 func writeBlock(t testing.TB, c *checker, img string, block disk.Node, resum bool) {
 	t.Helper()
+	writeBlockAt(t, c, img, block.Bytenr(), block, resum)
+}
+
+// writeBlockAt is writeBlock for a block whose header may be damaged.
+func writeBlockAt(t testing.TB, c *checker, img string, addr disk.LogicalAddr, block disk.Node, resum bool) {
+	t.Helper()
 	if resum {
 		c.sb.CsumType.SumBlock(block)
 	}
-	mp, err := c.m.Mirrors(block.Bytenr(), uint64(len(block)))
+	mp, err := c.m.Mirrors(addr, uint64(len(block)))
 	if err != nil {
 		t.Fatal(err)
 	}
