@@ -135,7 +135,7 @@ func newChecker(ctx context.Context, set *blockdev.Set, opts Options) (*checker,
 		data:   map[disk.LogicalAddr]*dataRec{},
 	}
 	c.cache = newBlockCache(int(opts.MemoryLimit/4) / int(sb.NodeSize))
-	c.report.UUID = sb.FSID
+	c.report.UUID = sb.FSID.String()
 	root := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
 	if err := ctree.LoadChunkTree(c, root, m); err != nil {
 		return nil, fmt.Errorf("cannot read chunk root: %w", err)
@@ -159,7 +159,14 @@ func (c *checker) problem(p Problem) {
 }
 
 func (c *checker) problemf(kind Kind, tree disk.ObjectID, addr disk.LogicalAddr, key *disk.Key, format string, args ...any) {
-	c.problem(Problem{Kind: kind, Tree: tree, Addr: addr, Key: key, Message: fmt.Sprintf(format, args...)})
+	c.problem(Problem{Kind: kind, Tree: uint64(tree), Addr: uint64(addr), Key: publicKey(key), Message: fmt.Sprintf(format, args...)})
+}
+
+func publicKey(k *disk.Key) *Key {
+	if k == nil {
+		return nil
+	}
+	return &Key{ObjectID: uint64(k.ObjectID), Type: uint8(k.Type), Offset: k.Offset}
 }
 
 func (c *checker) log(format string, args ...any) {

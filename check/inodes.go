@@ -80,7 +80,7 @@ func (c *checker) checkFSRoots() error {
 // end of the tree: an inode with an orphan item (which sorts after every
 // inode) is being deleted, and its half-freed state is no problem.
 func (f *fsTree) problemf(ino disk.ObjectID, key *disk.Key, format string, args ...any) {
-	f.pending = append(f.pending, pendingProblem{ino: ino, p: Problem{Kind: KindInode, Tree: f.t.id, Key: key,
+	f.pending = append(f.pending, pendingProblem{ino: ino, p: Problem{Kind: KindInode, Tree: uint64(f.t.id), Key: publicKey(key),
 		Message: fmt.Sprintf("root %d inode %d errors: "+format, append([]any{f.t.id, ino}, args...)...)}})
 }
 

@@ -3,8 +3,6 @@ package check
 import (
 	"fmt"
 	"io"
-
-	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // Kind names the class of a problem, so tests and programs can match on
@@ -30,15 +28,25 @@ const (
 	KindUnsupported Kind = "unsupported" // a feature this checker cannot verify yet
 )
 
+// Key is an item key, (objectid, type, offset), as btrfs check prints it.
+type Key struct {
+	ObjectID uint64 `json:"objectid"`
+	Type     uint8  `json:"type"`
+	Offset   uint64 `json:"offset"`
+}
+
+// String prints the key as btrfs check does: (objectid type offset).
+func (k Key) String() string { return fmt.Sprintf("(%d %d %d)", k.ObjectID, k.Type, k.Offset) }
+
 // Problem is one thing wrong with the filesystem.
 type Problem struct {
 	Kind Kind `json:"kind"`
-	// Tree is the tree the problem is in, 0 if none.
-	Tree disk.ObjectID `json:"tree,omitempty"`
+	// Tree is the id of the tree the problem is in, 0 if none.
+	Tree uint64 `json:"tree,omitempty"`
 	// Key is the item concerned, if any.
-	Key *disk.Key `json:"key,omitempty"`
+	Key *Key `json:"key,omitempty"`
 	// Addr is the logical address (tree block, extent) concerned, if any.
-	Addr disk.LogicalAddr `json:"addr,omitempty"`
+	Addr uint64 `json:"addr,omitempty"`
 	// Message says what is wrong, in btrfs check's words where it reports
 	// the same problem.
 	Message string `json:"message"`
@@ -71,7 +79,7 @@ type Summary struct {
 // Report is the result of a check.
 type Report struct {
 	// UUID is the filesystem's fsid.
-	UUID disk.UUID `json:"uuid"`
+	UUID string `json:"uuid"`
 	// Problems lists each problem found once, in the order found.
 	Problems []Problem `json:"problems"`
 	Summary  Summary   `json:"summary"`
