@@ -136,4 +136,3 @@ func (c *checker) dirEntryNames(parent disk.ObjectID, ref disk.RootRef, child di
 	}
 	return false
 }
-
