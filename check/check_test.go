@@ -36,6 +36,20 @@ func TestCheckFixturesClean(t *testing.T) {
 	}
 }
 
+// withoutStaleFreeSpaceInfo drops the problem mkfs.btrfs 6.2 leaves in
+// every image it makes (see staleFreeSpaceInfo), which the installed
+// btrfs check (6.2) does not report.
+func withoutStaleFreeSpaceInfo(rep Report) Report {
+	var keep []Problem
+	for _, p := range rep.Problems {
+		if !(p.Kind == KindFreeSpace && containsStr(p.Message, staleFreeSpaceInfo)) {
+			keep = append(keep, p)
+		}
+	}
+	rep.Problems = keep
+	return rep
+}
+
 func containsStr(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
 		if s[i:i+len(sub)] == sub {
