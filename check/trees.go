@@ -3,6 +3,8 @@ package check
 import (
 	"errors"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -204,23 +206,48 @@ type walkItem struct {
 	tree   disk.ObjectID
 }
 
+// walkBatch is how many blocks are read at once, in parallel, during the
+// walk. The walk goes depth first over batches, so it holds at most a
+// batch's children per level: its memory does not grow with the tree.
+const walkBatch = 64
+
 // walkTrees reads every block of every tree once, checks it, and records
 // every pointer to it (blocks) and every file extent's pointer to a data
 // extent (data). A block shared by several trees is descended into once.
+// Reading, checksumming and the item rules run on Workers goroutines; the
+// bookkeeping runs on one.
 func (c *checker) walkTrees() error {
 	for _, t := range c.trees {
+		rec := c.blockRec(t.root.Addr)
+		rec.roots = append(rec.roots, t.id)
+		if err := c.walkLevel(t, []walkItem{{addr: t.root.Addr, expect: rootExpect(t.root), tree: t.id}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walked is one block read by the walk.
+type walked struct {
+	n       disk.Node
+	err     error
+	leafErr error
+}
+
+// walkLevel reads items (blocks of one level of tree t) in batches and,
+// after each batch, walks the children of that batch.
+func (c *checker) walkLevel(t treeRoot, items []walkItem) error {
+	// A snapshot being deleted has freed everything left of its drop
+	// progress key at its drop level: those blocks are gone.
+	dropping := t.item.Refs == 0 && t.item.DropProgress != (disk.Key{})
+	for len(items) > 0 {
 		if err := c.ctx.Err(); err != nil {
 			return err
 		}
-		rec := c.blockRec(t.root.Addr)
-		rec.roots = append(rec.roots, t.id)
-		// A snapshot being deleted has freed everything left of its
-		// drop progress key at its drop level: those blocks are gone.
-		dropping := t.item.Refs == 0 && t.item.DropProgress != (disk.Key{})
-		stack := []walkItem{{addr: t.root.Addr, expect: rootExpect(t.root), tree: t.id}}
-		for len(stack) > 0 {
-			w := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
+		batch := items[:min(walkBatch, len(items))]
+		items = items[len(batch):]
+		todo := batch[:0:0]
+		for _, w := range batch {
 			rec := c.blockRec(w.addr)
 			if rec.visited {
 				// Met again through another pointer: its header must
@@ -233,19 +260,36 @@ func (c *checker) walkTrees() error {
 				continue
 			}
 			rec.visited = true
-			n, err := c.ReadBlock(w.addr, w.expect)
+			todo = append(todo, w)
+		}
+		res := make([]walked, len(todo))
+		c.parallel(len(todo), func(i int) {
+			w := todo[i]
+			r := &res[i]
+			r.n, r.err = c.ReadBlock(w.addr, w.expect)
+			if r.err == nil && r.n.IsLeaf() {
+				p := c.items
+				p.Tree = w.tree
+				r.leafErr = disk.CheckLeafItems(r.n, p)
+			}
+		})
+		var children []walkItem
+		for i, w := range todo {
+			n, err := res[i].n, res[i].err
 			if err != nil {
 				c.blockProblem(w, err)
 				continue
 			}
+			rec := c.blocks[w.addr]
 			rec.owner = n.Owner()
 			rec.level = uint8(n.Level())
 			c.countBlock(n, w.tree)
 			if n.IsLeaf() {
-				c.checkLeaf(n, w.tree)
+				c.leafProblem(n, w.tree, res[i].leafErr)
+				c.leafData(n, w.tree)
 				continue
 			}
-			for i := n.NumItems() - 1; i >= 0; i-- {
+			for i := 0; i < n.NumItems(); i++ {
 				kp := n.KeyPtr(i)
 				if dropping && c.dropped(n, i, t.item) {
 					continue
@@ -253,13 +297,39 @@ func (c *checker) walkTrees() error {
 				child := c.blockRec(kp.BlockPtr)
 				child.parents = append(child.parents, n.Bytenr())
 				k := kp.Key
-				stack = append(stack, walkItem{addr: kp.BlockPtr, tree: w.tree, expect: disk.Expect{
+				children = append(children, walkItem{addr: kp.BlockPtr, tree: w.tree, expect: disk.Expect{
 					Bytenr: kp.BlockPtr, Level: n.Level() - 1, Generation: kp.Generation,
 					Owner: w.tree, OwnerAny: sharedOwner(w.tree), FirstKey: &k}})
 			}
 		}
+		if err := c.walkLevel(t, children); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// parallel runs fn(0..n-1) on up to Workers goroutines.
+func (c *checker) parallel(n int, fn func(i int)) {
+	w := min(c.opts.Workers, n)
+	if w <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func (c *checker) blockRec(addr disk.LogicalAddr) *blockRec {
@@ -309,24 +379,26 @@ func (c *checker) countBlock(n disk.Node, tree disk.ObjectID) {
 	}
 }
 
-// checkLeaf applies the tree-checker's item rules and records the data
-// extents the leaf's file extents point at.
-func (c *checker) checkLeaf(n disk.Node, tree disk.ObjectID) {
-	p := c.items
-	p.Tree = tree
-	if err := disk.CheckLeafItems(n, p); err != nil {
-		var ce *disk.CorruptError
-		var key *disk.Key
-		msg := err.Error()
-		if errors.As(err, &ce) {
-			key = ce.Key
-			msg = ce.What
-			if ce.Err != nil {
-				msg += ": " + ce.Err.Error()
-			}
-		}
-		c.problemf(KindItem, tree, n.Bytenr(), key, "tree block %d in %s tree: %s", n.Bytenr(), treeName(tree), msg)
+// leafProblem reports what the tree-checker's item rules found in leaf n.
+func (c *checker) leafProblem(n disk.Node, tree disk.ObjectID, err error) {
+	if err == nil {
+		return
 	}
+	var ce *disk.CorruptError
+	var key *disk.Key
+	msg := err.Error()
+	if errors.As(err, &ce) {
+		key = ce.Key
+		msg = ce.What
+		if ce.Err != nil {
+			msg += ": " + ce.Err.Error()
+		}
+	}
+	c.problemf(KindItem, tree, n.Bytenr(), key, "tree block %d in %s tree: %s", n.Bytenr(), treeName(tree), msg)
+}
+
+// leafData records the data extents the file extents of leaf n point at.
+func (c *checker) leafData(n disk.Node, tree disk.ObjectID) {
 	// File extents live in subvolume trees and, for the v1 space cache's
 	// inodes, in the root tree: every one of them references data.
 	files := holdsFiles(tree)
