@@ -79,7 +79,13 @@ func problemsText(rep Report) string {
 // tests that look inside the image to damage it.
 func openChecker(t testing.TB, img string) *checker {
 	t.Helper()
-	set, err := blockdev.ScanWith([]string{img}, blockdev.ScanOptions{})
+	return openCheckerDevs(t, []string{img})
+}
+
+// openCheckerDevs is openChecker for a filesystem on several devices.
+func openCheckerDevs(t testing.TB, devs []string) *checker {
+	t.Helper()
+	set, err := blockdev.ScanWith(devs, blockdev.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
