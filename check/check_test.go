@@ -109,8 +109,20 @@ func TestCheckCannotRun(t *testing.T) {
 	if err := os.WriteFile(junk, make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), []string{junk}, Options{}); err == nil {
-		t.Error("not btrfs: no error")
+	if _, err := Run(context.Background(), []string{junk}, Options{}); !errors.Is(err, disk.ErrCorrupt) {
+		t.Errorf("not btrfs: %v, want ErrCorrupt", err)
+	}
+	// A superblock whose root tree cannot be read.
+	img := makeImage(t)
+	c := openChecker(t, img)
+	leaf, _ := findItem(t, c, disk.RootTreeObjectID, func(disk.Key, []byte) bool { return true })
+	if leaf.Bytenr() != c.sb.Root {
+		t.Skip("root tree has more than one level")
+	}
+	leaf[disk.HeaderSize] ^= 1
+	writeBlock(t, c, img, leaf, false)
+	if _, err := Run(context.Background(), []string{img}, Options{}); !errors.Is(err, disk.ErrCorrupt) {
+		t.Errorf("unreadable root tree: %v, want ErrCorrupt", err)
 	}
 }
 
