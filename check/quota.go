@@ -47,25 +47,31 @@ func (c *checker) checkQuota() {
 	if status.Flags&disk.QgroupStatusOn == 0 || status.Flags&(disk.QgroupStatusInconsistent|disk.QgroupStatusRescan|disk.QgroupStatusSimpleMode) != 0 {
 		return
 	}
-	// members[q] lists the subvolumes whose extents count for q.
-	members := map[disk.QgroupID]map[disk.ObjectID]bool{}
-	var addUp func(q disk.QgroupID, sub disk.ObjectID, depth int)
-	addUp = func(q disk.QgroupID, sub disk.ObjectID, depth int) {
-		if depth > 8 {
-			return // a relation cycle: levels bound real hierarchies
+	// up[q] is q and every qgroup above it. An extent counts as
+	// referenced for every qgroup above any subvolume reaching it, and as
+	// exclusive for those above all of them.
+	up := map[disk.QgroupID][]disk.QgroupID{}
+	var ancestors func(q disk.QgroupID) []disk.QgroupID
+	ancestors = func(q disk.QgroupID) []disk.QgroupID {
+		if a, ok := up[q]; ok {
+			return a
 		}
-		if members[q] == nil {
-			members[q] = map[disk.ObjectID]bool{}
-		}
-		members[q][sub] = true
+		up[q] = []disk.QgroupID{q} // a relation cycle ends here
+		set := map[disk.QgroupID]bool{q: true}
 		for _, p := range parents[q] {
-			addUp(p, sub, depth+1)
+			if p.Level() <= q.Level() {
+				continue
+			}
+			for _, a := range ancestors(p) {
+				set[a] = true
+			}
 		}
-	}
-	for q := range infos {
-		if q.Level() == 0 {
-			addUp(q, disk.ObjectID(q.ID()), 0)
+		out := make([]disk.QgroupID, 0, len(set))
+		for a := range set {
+			out = append(out, a)
 		}
+		up[q] = out
+		return out
 	}
 	type counts struct{ rfer, excl uint64 }
 	got := map[disk.QgroupID]*counts{}
@@ -73,6 +79,7 @@ func (c *checker) checkQuota() {
 		got[q] = &counts{}
 	}
 	memo := map[disk.LogicalAddr][]disk.ObjectID{}
+	hits := map[disk.QgroupID]int{}
 	for _, e := range c.extents {
 		var roots []disk.ObjectID
 		if e.meta {
@@ -89,21 +96,20 @@ func (c *checker) checkQuota() {
 		if len(roots) == 0 {
 			continue
 		}
-		for q, cn := range got {
-			m := members[q]
-			in, all := 0, true
-			for _, r := range roots {
-				if m[r] {
-					in++
-				} else {
-					all = false
-				}
+		clear(hits)
+		for _, r := range roots {
+			for _, q := range ancestors(disk.MakeQgroupID(0, uint64(r))) {
+				hits[q]++
 			}
-			if in > 0 {
-				cn.rfer += e.length
-				if all {
-					cn.excl += e.length
-				}
+		}
+		for q, n := range hits {
+			cn := got[q]
+			if cn == nil {
+				continue
+			}
+			cn.rfer += e.length
+			if n == len(roots) {
+				cn.excl += e.length
 			}
 		}
 	}
