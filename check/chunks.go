@@ -84,6 +84,7 @@ func (c *checker) checkDevExtents() {
 		}
 	}
 	var devBytes uint64
+	var numDevs uint64
 	ct, _ := c.tree(disk.ChunkTreeObjectID)
 	c.forEachItem(ct, func(k disk.Key, data []byte, leaf disk.Node) error {
 		if k.Type != disk.DevItemKey {
@@ -96,6 +97,7 @@ func (c *checker) checkDevExtents() {
 			return nil
 		}
 		devBytes += di.TotalBytes
+		numDevs++
 		if di.BytesUsed != used[di.DevID] {
 			c.problemf(KindChunk, disk.ChunkTreeObjectID, 0, &kk, "Dev extent's total-byte(%d) is not equal to byte-used(%d) in dev[%d, %d, %d]",
 				used[di.DevID], di.BytesUsed, k.ObjectID, k.Type, k.Offset)
@@ -107,6 +109,9 @@ func (c *checker) checkDevExtents() {
 		}
 		return nil
 	})
+	if numDevs != c.sb.NumDevices {
+		c.problemf(KindSuperblock, 0, 0, nil, "ERROR: super num devices %d mismatch, have %d devices", c.sb.NumDevices, numDevs)
+	}
 	if devBytes > c.sb.TotalBytes {
 		c.problemf(KindSuperblock, 0, 0, nil, "ERROR: super total bytes %d smaller than real device(s) size %d", c.sb.TotalBytes, devBytes)
 	}
