@@ -138,7 +138,7 @@ func newChecker(ctx context.Context, set *blockdev.Set, opts Options) (*checker,
 	c.report.UUID = sb.FSID.String()
 	root := ctree.Root{Addr: sb.ChunkRoot, Level: int(sb.ChunkRootLevel), Generation: sb.ChunkRootGeneration, Owner: disk.ChunkTreeObjectID}
 	if err := ctree.LoadChunkTree(c, root, m); err != nil {
-		return nil, fmt.Errorf("cannot read chunk root: %w", err)
+		return nil, &disk.CorruptError{Logical: sb.ChunkRoot, Tree: disk.ChunkTreeObjectID, What: "cannot read chunk root", Err: err}
 	}
 	return c, nil
 }
