@@ -45,29 +45,29 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	kk := k
 	items, err := disk.ParseDirItems(data)
 	if err != nil {
-		f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: bad dir item %v: %v", f.t.id, r.ino, k, err)
+		f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: bad dir item %v: %v", f.t.id, r.ino, k, err)
 		return
 	}
 	if k.Type == disk.DirIndexKey && len(items) != 1 {
-		f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: dir index %d holds %d entries", f.t.id, r.ino, k.Offset, len(items))
+		f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: dir index %d holds %d entries", f.t.id, r.ino, k.Offset, len(items))
 	}
 	for _, d := range items {
 		r.dirNames += uint64(len(d.Name))
 		if k.Type == disk.DirIndexKey {
 			dk := dirName{r.ino, string(d.Name)}
 			if f.dirIndexNames[dk] {
-				f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d inode %d errors: dup filename %q", f.t.id, r.ino, d.Name)
+				f.report(KindDirItem, f.t.id, 0, &kk, "root %d inode %d errors: dup filename %q", f.t.id, r.ino, d.Name)
 			}
 			f.dirIndexNames[dk] = true
 		}
 		if k.Type == disk.DirItemKey && disk.NameHash(d.Name) != k.Offset {
-			f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: name hash mismatch for %q: key offset %#x, hash %#x", f.t.id, r.ino, d.Name, k.Offset, disk.NameHash(d.Name))
+			f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: name hash mismatch for %q: key offset %#x, hash %#x", f.t.id, r.ino, d.Name, k.Offset, disk.NameHash(d.Name))
 		}
 		if d.Location.Type == disk.RootItemKey {
 			continue // a subvolume: ROOT_REF/ROOT_BACKREF back it (root refs phase)
 		}
 		if d.Location.Type != disk.InodeItemKey {
-			f.c.problemf(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: entry %q has location %v", f.t.id, r.ino, d.Name, d.Location)
+			f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: entry %q has location %v", f.t.id, r.ino, d.Name, d.Location)
 			continue
 		}
 		f.addName(r.ino, d.Location.ObjectID, d.Name, func(n *nameRec) {
@@ -84,11 +84,11 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 // finish checks what needs the whole tree: names against refs and
 // inodes, orphans, the root directory.
 func (f *fsTree) finish() {
-	c, id := f.c, f.t.id
+	id := f.t.id
 	if _, ok := f.modes[f.rootDir]; !ok {
-		c.problemf(KindInode, id, 0, nil, "root %d root dir %d not found", id, f.rootDir)
+		f.emit(KindInode, id, 0, nil, "root %d root dir %d not found", id, f.rootDir)
 	} else if f.modes[f.rootDir] != disk.FtDir {
-		c.problemf(KindInode, id, 0, nil, "root %d root dir %d is not a directory", id, f.rootDir)
+		f.emit(KindInode, id, 0, nil, "root %d root dir %d is not a directory", id, f.rootDir)
 	}
 	keys := make([]nameKey, 0, len(f.names))
 	for k := range f.names {
@@ -106,7 +106,7 @@ func (f *fsTree) finish() {
 	})
 	for _, pp := range f.pending {
 		if !f.orphans[pp.ino] {
-			c.problem(pp.p)
+			f.out = append(f.out, pp.p)
 		}
 	}
 	for _, k := range keys {
@@ -118,7 +118,7 @@ func (f *fsTree) finish() {
 			continue // being deleted
 		}
 		msg := func(what string) {
-			c.problemf(KindDirItem, id, 0, nil, "root %d inode %d errors: %s (parent %d name %q)", id, k.child, what, k.parent, k.name)
+			f.emit(KindDirItem, id, 0, nil, "root %d inode %d errors: %s (parent %d name %q)", id, k.child, what, k.parent, k.name)
 		}
 		if n.ref {
 			if !n.dirItem {
@@ -162,6 +162,6 @@ func (f *fsTree) finish() {
 	}
 	sort.Slice(inos, func(i, j int) bool { return inos[i] < inos[j] })
 	for _, ino := range inos {
-		c.problemf(KindInode, id, 0, nil, "root %d inode %d errors: nlink 0 without orphan item", id, ino)
+		f.emit(KindInode, id, 0, nil, "root %d inode %d errors: nlink 0 without orphan item", id, ino)
 	}
 }

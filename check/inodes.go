@@ -37,17 +37,19 @@ type fsTree struct {
 	orphans   map[disk.ObjectID]bool
 	names     map[nameKey]*nameRec
 	pending   []pendingProblem
-	csums     *csumLookup
+	// out is what the tree's check found, in order, once finish ran.
+	out   []Problem
+	csums *csumLookup
 	// dirIndexNames finds a name given twice in one directory.
 	dirIndexNames map[dirName]bool
 }
 
-// checkFSRoots checks every subvolume tree, one at a time.
+// checkFSRoots checks every subvolume tree, Workers trees at a time;
+// each tree's problems are reported in tree order once all are done, so
+// the output does not depend on scheduling.
 func (c *checker) checkFSRoots() error {
+	var trees []*fsTree
 	for _, t := range c.trees {
-		if err := c.ctx.Err(); err != nil {
-			return err
-		}
 		if !holdsFiles(t.id) || t.id == disk.TreeRelocObjectID {
 			continue
 		}
@@ -67,21 +69,48 @@ func (c *checker) checkFSRoots() error {
 		if t.item.RootDirID != 0 {
 			f.rootDir = t.item.RootDirID
 		}
-		if err := c.forEachItem(t, f.item); err != nil {
-			return err
+		trees = append(trees, f)
+	}
+	errs := make([]error, len(trees))
+	c.parallel(len(trees), func(i int) {
+		f := trees[i]
+		if err := c.ctx.Err(); err != nil {
+			errs[i] = err
+			return
+		}
+		if errs[i] = c.forEachItem(f.t, f.item); errs[i] != nil {
+			return
 		}
 		f.endInode()
 		f.finish()
+		// What the tree needed is not needed any more.
+		f.modes, f.names, f.dirIndexNames, f.pending = nil, nil, nil, nil
+	})
+	for i, f := range trees {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		for _, p := range f.out {
+			c.problem(p)
+		}
 	}
 	return nil
 }
 
-// problemf records a problem of inode ino. It is held back until the
-// end of the tree: an inode with an orphan item (which sorts after every
-// inode) is being deleted, and its half-freed state is no problem.
 func (f *fsTree) problemf(ino disk.ObjectID, key *disk.Key, format string, args ...any) {
 	f.pending = append(f.pending, pendingProblem{ino: ino, p: Problem{Kind: KindInode, Tree: uint64(f.t.id), Key: publicKey(key),
 		Message: fmt.Sprintf("root %d inode %d errors: "+format, append([]any{f.t.id, ino}, args...)...)}})
+}
+
+// report records a problem found while the tree streams; it is kept
+// whatever the orphan items say.
+func (f *fsTree) report(kind Kind, tree disk.ObjectID, addr disk.LogicalAddr, key *disk.Key, format string, args ...any) {
+	f.pending = append(f.pending, pendingProblem{p: Problem{Kind: kind, Tree: uint64(tree), Addr: uint64(addr), Key: publicKey(key), Message: fmt.Sprintf(format, args...)}})
+}
+
+// emit records a problem found by finish.
+func (f *fsTree) emit(kind Kind, tree disk.ObjectID, addr disk.LogicalAddr, key *disk.Key, format string, args ...any) {
+	f.out = append(f.out, Problem{Kind: kind, Tree: uint64(tree), Addr: uint64(addr), Key: publicKey(key), Message: fmt.Sprintf(format, args...)})
 }
 
 // pendingProblem is a problem of one inode, held back until the orphan
@@ -144,7 +173,7 @@ func (f *fsTree) item(k disk.Key, data []byte, leaf disk.Node) error {
 		f.fileExtent(r, k, data)
 	case disk.XattrItemKey, disk.VerityDescItemKey, disk.VerityMerkleItemKey, disk.DirLogItemKey, disk.DirLogIndexKey:
 	default:
-		f.c.problemf(KindItem, f.t.id, leaf.Bytenr(), &kk, "ERROR: unknown key (%d %d %d) found in leaf %d", k.ObjectID, k.Type, k.Offset, leaf.Bytenr())
+		f.report(KindItem, f.t.id, leaf.Bytenr(), &kk, "ERROR: unknown key (%d %d %d) found in leaf %d", k.ObjectID, k.Type, k.Offset, leaf.Bytenr())
 	}
 	return nil
 }
