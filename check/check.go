@@ -21,8 +21,10 @@ type Options struct {
 	// DataCsum reads every data sector and verifies its checksum, on
 	// every mirror (btrfs check --check-data-csum).
 	DataCsum bool
-	// MemoryLimit bounds the memory the check keeps (bytes); 0 means
-	// DefaultMemoryLimit. The block cache is sized from it.
+	// MemoryLimit is the memory the check may keep (bytes); 0 means
+	// DefaultMemoryLimit. Today it sizes the block cache (a quarter of
+	// it); the per-extent and per-name state is still held in memory
+	// whatever the limit (docs/design/0020-check.md has the plan).
 	MemoryLimit int64
 	// Workers is the number of goroutines for parallel work; 0 means
 	// GOMAXPROCS.
