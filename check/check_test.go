@@ -276,6 +276,16 @@ func TestCheckCorruptions(t *testing.T) {
 			must(t, err)
 			flipByte(t, img, int64(mp.Copies[0].Physical))
 		}, KindDataCsum, "csum"},
+		{"missing root backref", false, func(t *testing.T, c *checker, img string) {
+			leaf, slot := findItem(t, c, disk.RootTreeObjectID, func(k disk.Key, _ []byte) bool {
+				return k.Type == disk.RootBackrefKey
+			})
+			if slot == 0 {
+				t.Skip("root backref is first in its leaf")
+			}
+			deleteItem(leaf, slot)
+			writeBlock(t, c, img, leaf, true)
+		}, KindRootRef, "no root backref"},
 		{"tree block checksum", false, func(t *testing.T, c *checker, img string) {
 			leaf, _ := findItem(t, c, disk.FSTreeObjectID, func(k disk.Key, _ []byte) bool { return true })
 			leaf[disk.HeaderSize+3] ^= 0xff

@@ -71,6 +71,19 @@ func TestCheckKernelImage(t *testing.T) {
 	if !rep.Clean() {
 		t.Fatalf("kernel image not clean:\n%s", problemsText(rep))
 	}
+
+	// A qgroup count off by a block is found.
+	leaf, slot = findItem(t, c, disk.QuotaTreeObjectID, func(k disk.Key, _ []byte) bool {
+		return k.Type == disk.QgroupInfoKey && k.Offset == 256
+	})
+	var qi disk.QgroupInfoItem
+	must(t, qi.Decode(leaf.ItemData(slot)))
+	qi.Rfer += 4096
+	qi.Encode(leaf.ItemData(slot))
+	writeBlock(t, c, img, leaf, true)
+	if rep := runCheck(t, img, false); !hasProblem(rep, KindQuota, "Counts for qgroup id: 0/256 are different") {
+		t.Fatalf("qgroup count off by a block not found:\n%s", problemsText(rep))
+	}
 }
 
 // TestCheckMultiDevice: a RAID1 filesystem on two image files is clean
