@@ -26,9 +26,10 @@ func newCheckCommand() *cobra.Command {
 		Use:   "check [--check-data-csum] [--json] [-d DEVICE]... IMAGE",
 		Short: "Verify a whole filesystem read-only, as btrfs check does",
 		Long: `Verify a whole filesystem read-only, as btrfs check --readonly does, in
-its phases and words: superblock and root items, every tree block, extent
-references, block groups and device extents, the free-space tree, the fs
-trees (inodes, names, file extents), the csum tree and root refs.
+its phases and words: the log, superblock and root items, every tree
+block, extent references, block groups and device extents, the free-space
+tree, the fs trees (inodes, names, file extents), the csum tree, root refs
+and quota groups.
 --check-data-csum also reads every data sector on every mirror and
 verifies its checksum. Nothing is ever written.
 
