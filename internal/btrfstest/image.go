@@ -132,7 +132,8 @@ func createSparse(path string, size int64) error {
 // reports a problem. devs are image files or block devices; a multi-device
 // filesystem of image files is attached read-only to loop devices for the
 // duration of the check, since btrfs-progs only finds the other devices of a
-// filesystem among block devices.
+// filesystem among block devices. Then our own checker (gobtrfs check)
+// must find no problem either, unless OurCheckEnv turns it off.
 func Check(tb testing.TB, devs []string, dataCsum bool) {
 	tb.Helper()
 	if len(devs) == 0 {
@@ -181,6 +182,7 @@ func Check(tb testing.TB, devs []string, dataCsum bool) {
 	if err != nil {
 		tb.Fatalf("btrfs check found problems: %v", err)
 	}
+	checkOurs(tb, devs, dataCsum)
 }
 
 // ProgsDirEnv names a directory holding a newer btrfs-progs build (btrfs,

@@ -14,6 +14,7 @@ var subcommands = []func() *cobra.Command{
 	newPropertyCommand,
 	newFilesystemCommand,
 	newInfoCommand,
+	newCheckCommand,
 	newMkfsCommand,
 	NewDumpSuperCommand,
 	NewDumpTreeCommand,

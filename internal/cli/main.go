@@ -47,6 +47,13 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if errors.Is(err, errShownHelp) {
 		return ExitUsage
 	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "ERROR: %s\n", ee.err)
+		}
+		return ee.code
+	}
 	prefix := "gobtrfs"
 	if cmd != nil {
 		prefix = cmd.CommandPath()
@@ -76,6 +83,23 @@ func sscan(msg, format string, args ...any) bool {
 	n, err := fmt.Sscanf(msg, format, args...)
 	return err == nil && n == len(args)
 }
+
+// exitError ends a command with a given exit status after it printed
+// what it had to say (gobtrfs check: 1 problems found, 2 could not run);
+// err, when set, is printed as btrfs-progs prints errors.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e exitError) Unwrap() error { return e.err }
 
 // errShownHelp ends a command that printed its help instead of running:
 // exit status 2, nothing more to say.

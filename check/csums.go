@@ -1,0 +1,139 @@
+package check
+
+import (
+	"bytes"
+	"sort"
+	"sync"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// csumRange is one csum item: the sums of the sectors from start on.
+type csumRange struct {
+	start disk.LogicalAddr
+	sums  []byte
+}
+
+// checkCsums checks the csum tree: items only for data extents that
+// exist, none overlapping; with DataCsum, every covered sector on every
+// mirror is read and verified.
+func (c *checker) checkCsums() error {
+	t, ok := c.tree(disk.CsumTreeObjectID)
+	if !ok {
+		c.problemf(KindRootItem, disk.CsumTreeObjectID, 0, nil, "csum tree root item missing")
+		return nil
+	}
+	data := make([]extentRec, 0, len(c.extents))
+	for _, e := range c.extents {
+		if !e.meta {
+			data = append(data, e)
+		}
+	}
+	ss := uint64(c.sb.SectorSize)
+	csize := c.sb.CsumType.Size()
+	var prevEnd disk.LogicalAddr
+	var work []csumRange
+	var pending int
+	flushWork := func() {
+		if len(work) > 0 {
+			c.verifyData(work)
+			work = nil
+			pending = 0
+		}
+	}
+	err := c.forEachItem(t, func(k disk.Key, item []byte, leaf disk.Node) error {
+		if k.ObjectID != disk.ExtentCsumObjectID || k.Type != disk.ExtentCsumKey {
+			return nil
+		}
+		kk := k
+		if csize == 0 || len(item)%csize != 0 {
+			c.problemf(KindCsum, disk.CsumTreeObjectID, leaf.Bytenr(), &kk, "csum item %v size %d is not a multiple of %d", k, len(item), csize)
+			return nil
+		}
+		start := disk.LogicalAddr(k.Offset)
+		n := uint64(len(item) / csize)
+		end := start + disk.LogicalAddr(n*ss)
+		c.report.Summary.CsumBytes += uint64(len(item))
+		if start < prevEnd {
+			c.problemf(KindCsum, disk.CsumTreeObjectID, start, &kk, "csum item %v overlaps the previous one, which ends at %d", k, prevEnd)
+		}
+		prevEnd = max(prevEnd, end)
+		c.csumCovered(data, start, end, &kk)
+		if c.opts.DataCsum {
+			work = append(work, csumRange{start: start, sums: bytes.Clone(item)})
+			pending += len(item)
+			if pending >= 1<<20 {
+				flushWork()
+			}
+		}
+		return nil
+	})
+	flushWork()
+	return err
+}
+
+// csumCovered reports the parts of [start, end) not inside a data extent.
+func (c *checker) csumCovered(data []extentRec, start, end disk.LogicalAddr, k *disk.Key) {
+	i := sort.Search(len(data), func(i int) bool { return data[i].end() > start })
+	pos := start
+	for ; i < len(data) && pos < end; i++ {
+		e := data[i]
+		if e.start > pos {
+			break
+		}
+		pos = max(pos, e.end())
+	}
+	if pos < end && !spansCover(c.logData, pos, end) {
+		c.problemf(KindCsum, disk.CsumTreeObjectID, pos, k, "there are no extents for csum range %d-%d", pos, end)
+	}
+}
+
+// verifyData reads every sector the ranges cover, on every copy, and
+// compares its checksum, on Workers goroutines.
+func (c *checker) verifyData(work []csumRange) {
+	ss := int(c.sb.SectorSize)
+	csize := c.sb.CsumType.Size()
+	ch := make(chan csumRange)
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, ss)
+			got := make([]byte, 0, csize)
+			for r := range ch {
+				for i := 0; i*csize < len(r.sums); i++ {
+					if c.ctx.Err() != nil {
+						return
+					}
+					logical := r.start + disk.LogicalAddr(i*ss)
+					want := r.sums[i*csize : (i+1)*csize]
+					mp, err := c.m.Mirrors(logical, uint64(ss))
+					if err != nil || mp.Length < uint64(ss) {
+						c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "data at %d is not mapped by any chunk", logical)
+						continue
+					}
+					for _, loc := range mp.Copies {
+						dev, ok := c.set.Devices()[loc.DevID]
+						if !ok {
+							continue
+						}
+						if n, err := dev.ReadAt(buf, int64(loc.Physical)); n != ss {
+							c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "cannot read data at %d on devid %d physical %d: %v", logical, loc.DevID, loc.Physical, err)
+							continue
+						}
+						got = c.sb.CsumType.Sum(got[:0], buf)
+						if !bytes.Equal(got, want) {
+							c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "mirror %d bytenr %d csum %x expected csum %x", loc.Stripe+1, logical, got, want)
+						}
+					}
+				}
+			}
+		}()
+	}
+	for _, r := range work {
+		ch <- r
+	}
+	close(ch)
+	wg.Wait()
+}

@@ -1,0 +1,159 @@
+package check
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// TestCheckKernelImage: an image the kernel wrote with what our writer
+// cannot make yet (snapshots sharing blocks, then both sides changed, so
+// blocks get full backrefs and shared refs; quotas; a deleted subvolume;
+// compression; prealloc) is clean by our check exactly when btrfs check
+// calls it clean.
+func TestCheckKernelImage(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	mnt := btrfstest.Mount(t, "compress=zstd", img)
+	sh := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	sh("btrfs", "quota", "enable", mnt)
+	sh("btrfs", "subvolume", "create", filepath.Join(mnt, "sub"))
+	btrfstest.PopulateFiles(t, filepath.Join(mnt, "sub"), 1)
+	btrfstest.PopulateLinks(t, filepath.Join(mnt, "sub"), 2)
+	sh("btrfs", "subvolume", "snapshot", filepath.Join(mnt, "sub"), filepath.Join(mnt, "snap"))
+	sh("btrfs", "subvolume", "snapshot", "-r", filepath.Join(mnt, "sub"), filepath.Join(mnt, "ro"))
+	// Change both sides of the snapshot so shared blocks are COWed.
+	for _, side := range []string{"snap", "sub"} {
+		dir := filepath.Join(mnt, side, "more")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		btrfstest.PopulateFiles(t, dir, 3)
+		sh("sh", "-c", "for f in "+filepath.Join(mnt, side)+"/files/*; do [ -f \"$f\" ] && dd if=/dev/urandom of=\"$f\" bs=4k count=1 conv=notrunc status=none; done; true")
+	}
+	sh("fallocate", "-l", "1M", filepath.Join(mnt, "sub", "prealloc"))
+	sh("btrfs", "subvolume", "create", filepath.Join(mnt, "gone"))
+	if err := os.WriteFile(filepath.Join(mnt, "gone", "f"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh("sync")
+	sh("btrfs", "subvolume", "delete", filepath.Join(mnt, "gone"))
+	// A higher-level qgroup holding the subvolume and its snapshot.
+	sh("btrfs", "qgroup", "create", "1/100", mnt)
+	sh("btrfs", "qgroup", "assign", "--no-rescan", "0/256", "1/100", mnt)
+	sh("btrfs", "qgroup", "assign", "--no-rescan", "0/257", "1/100", mnt)
+	sh("btrfs", "quota", "rescan", "-w", mnt)
+	btrfstest.Unmount(t, mnt)
+
+	// The counts are compared only when the kernel left them consistent.
+	c := openChecker(t, img)
+	leaf, slot := findItem(t, c, disk.QuotaTreeObjectID, func(k disk.Key, _ []byte) bool { return k.Type == disk.QgroupStatusKey })
+	var st disk.QgroupStatusItem
+	must(t, st.Decode(leaf.ItemData(slot)))
+	if st.Flags&(disk.QgroupStatusInconsistent|disk.QgroupStatusRescan) != 0 {
+		t.Fatalf("quota status %s: the counts would not be compared", disk.QgroupStatusFlagsString(st.Flags))
+	}
+	progsClean := btrfstest.CheckStatus(t, img) == 0
+	rep := withoutStaleFreeSpaceInfo(runCheck(t, img, true))
+	if rep.Clean() != progsClean {
+		t.Fatalf("ours clean=%v, btrfs check clean=%v:\n%s", rep.Clean(), progsClean, problemsText(rep))
+	}
+	if !rep.Clean() {
+		t.Fatalf("kernel image not clean:\n%s", problemsText(rep))
+	}
+
+	// A qgroup count off by a block is found.
+	leaf, slot = findItem(t, c, disk.QuotaTreeObjectID, func(k disk.Key, _ []byte) bool {
+		return k.Type == disk.QgroupInfoKey && k.Offset == 256
+	})
+	var qi disk.QgroupInfoItem
+	must(t, qi.Decode(leaf.ItemData(slot)))
+	qi.Rfer += 4096
+	qi.Encode(leaf.ItemData(slot))
+	writeBlock(t, c, img, leaf, true)
+	if rep := runCheck(t, img, false); !hasProblem(rep, KindQuota, "Counts for qgroup id: 0/256 are different") {
+		t.Fatalf("qgroup count off by a block not found:\n%s", problemsText(rep))
+	}
+}
+
+// TestCheckMultiDevice: a RAID1 filesystem on two image files is clean
+// when checked with both devices.
+func TestCheckMultiDevice(t *testing.T) {
+	devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{NumDevices: 2, DataProfile: "raid1", MetadataProfile: "raid1"})
+	rep, err := Run(context.Background(), devs, Options{DataCsum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep = withoutStaleFreeSpaceInfo(rep); !rep.Clean() {
+		t.Fatalf("false alarm:\n%s", problemsText(rep))
+	}
+}
+
+// TestCheckDataMirrors: a filesystem with DUP data made by mkfs.btrfs
+// --rootdir is clean, and a data byte flipped in only the second copy is
+// found by DataCsum (every mirror is read), not without it.
+func TestCheckDataMirrors(t *testing.T) {
+	root := t.TempDir()
+	data := make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i*7 + i>>9)
+	}
+	if err := os.WriteFile(filepath.Join(root, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{DataProfile: "dup", MetadataProfile: "dup", RootDir: root})
+	devs := []string{img}
+	rep, err := Run(context.Background(), devs, Options{DataCsum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep = withoutStaleFreeSpaceInfo(rep); !rep.Clean() {
+		t.Fatalf("false alarm:\n%s", problemsText(rep))
+	}
+	c := openCheckerDevs(t, devs)
+	ino := func() disk.ObjectID {
+		leaf, slot := findItem(t, c, disk.FSTreeObjectID, func(k disk.Key, d []byte) bool {
+			if k.Type != disk.InodeRefKey {
+				return false
+			}
+			refs, err := disk.ParseInodeRefs(d)
+			return err == nil && len(refs) == 1 && string(refs[0].Name) == "f"
+		})
+		return leaf.Key(slot).ObjectID
+	}()
+	leaf, slot := findItem(t, c, disk.FSTreeObjectID, func(k disk.Key, _ []byte) bool {
+		return k.ObjectID == ino && k.Type == disk.ExtentDataKey
+	})
+	var fe disk.FileExtentItem
+	must(t, fe.Decode(leaf.ItemData(slot)))
+	mp, err := c.m.Mirrors(fe.DiskBytenr+disk.LogicalAddr(fe.Offset)+4096, 1)
+	must(t, err)
+	if len(mp.Copies) != 2 {
+		t.Fatalf("%d copies, want 2", len(mp.Copies))
+	}
+	flipByte(t, img, int64(mp.Copies[1].Physical))
+	rep, err = Run(context.Background(), devs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep = withoutStaleFreeSpaceInfo(rep); !rep.Clean() {
+		t.Fatalf("metadata-only check found data damage:\n%s", problemsText(rep))
+	}
+	rep, err = Run(context.Background(), devs, Options{DataCsum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasProblem(rep, KindDataCsum, "mirror 2") {
+		t.Fatalf("damaged second copy not found:\n%s", problemsText(rep))
+	}
+}

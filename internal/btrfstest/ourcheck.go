@@ -1,0 +1,118 @@
+package btrfstest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// OurCheckEnv names the environment variable that controls whether Check
+// runs our own checker (`gobtrfs check`) beside btrfs check on every
+// image: it does unless the variable is "off" (or "0"). With it on, every
+// package's tests passed (2026-12-04) but for one ENOSPC test failing
+// without it too; each check adds tens of milliseconds (the binary is
+// built once per test process, without -race).
+const OurCheckEnv = "GOBTRFS_CHECK_OURS"
+
+// staleFreeSpaceInfo is the one problem every image made by mkfs.btrfs
+// before 6.19 has (free-space info of the block groups it removed): btrfs
+// check 6.19 reports it, the installed 6.2 does not, so neither do we here.
+const staleFreeSpaceInfo = "has no corresponding block group"
+
+var ourCheck struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// ourCheckBinary builds cmd/gobtrfs once per test process into the
+// fixture cache directory (or the system temporary directory) and returns
+// its path. The check runs as a separate program so this harness does not
+// import the checker the check package's own tests use it beside.
+func ourCheckBinary(tb testing.TB) string {
+	tb.Helper()
+	ourCheck.once.Do(func() {
+		dir, err := fixtureCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			ourCheck.err = err
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "gobtrfs-*.tmp")
+		if err != nil {
+			ourCheck.err = err
+			return
+		}
+		tmp.Close()
+		cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/gobtrfs")
+		cmd.Dir = ModuleRoot(tb)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.Remove(tmp.Name())
+			ourCheck.err = fmt.Errorf("go build ./cmd/gobtrfs: %v\n%s", err, out)
+			return
+		}
+		// One name for all processes: each builds once and renames over it
+		// (a running copy keeps its file), so the cache holds one binary.
+		ourCheck.path = filepath.Join(dir, "gobtrfs-check")
+		ourCheck.err = os.Rename(tmp.Name(), ourCheck.path)
+	})
+	if ourCheck.err != nil {
+		tb.Fatalf("building gobtrfs for %s: %v", OurCheckEnv, ourCheck.err)
+	}
+	return ourCheck.path
+}
+
+// checkOurs runs `gobtrfs check` on devs unless OurCheckEnv turns it off,
+// and fails the test with the problems it finds (btrfs check has already
+// called the filesystem clean, so every one is a false alarm or a problem
+// btrfs-progs misses).
+func checkOurs(tb testing.TB, devs []string, dataCsum bool) {
+	tb.Helper()
+	if v := os.Getenv(OurCheckEnv); v == "off" || v == "0" {
+		return
+	}
+	args := []string{"check", "--json"}
+	if dataCsum {
+		args = append(args, "--check-data-csum")
+	}
+	for _, d := range devs[1:] {
+		args = append(args, "-d", d)
+	}
+	args = append(args, devs[0])
+	out, err := exec.Command(ourCheckBinary(tb), args...).Output()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		stderr := ""
+		if ee != nil {
+			stderr = string(ee.Stderr)
+		}
+		tb.Fatalf("gobtrfs check %s: %v\n%s", strings.Join(devs, " "), err, stderr)
+	}
+	var rep struct {
+		Problems []struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		tb.Fatalf("gobtrfs check --json: %v\n%s", err, out)
+	}
+	var bad []string
+	for _, p := range rep.Problems {
+		if p.Kind == "free_space" && strings.Contains(p.Message, staleFreeSpaceInfo) {
+			continue
+		}
+		bad = append(bad, p.Kind+": "+p.Message)
+	}
+	if len(bad) > 0 {
+		tb.Fatalf("gobtrfs check finds problems btrfs check does not:\n%s", strings.Join(bad, "\n"))
+	}
+}
