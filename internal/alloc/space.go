@@ -182,14 +182,6 @@ func (s *Space) LoadGroup(g *BlockGroup) error {
 	return s.load(g)
 }
 
-// LoadAt is LoadGroup of the group holding logical address a, if any.
-func (s *Space) LoadAt(a uint64) error {
-	if g := s.Group(a); g != nil {
-		return s.LoadGroup(g)
-	}
-	return nil
-}
-
 // LoadAll loads every group: what operations over the whole filesystem
 // (resize, relocation, a space cache conversion) start with.
 func (s *Space) LoadAll() error {
@@ -414,10 +406,9 @@ func (s *Space) loadExtents(r ctree.Reader, root ctree.Root) error {
 
 // FreeSpaceTreeView returns the free ranges the free-space tree should
 // record for g, which must be loaded, once the current transaction
-// commits: the allocatable
-// ranges plus the excluded ranges (the FST does not know about superblock
-// exclusions) plus the pinned ranges inside g (freed extents are gone from
-// the extent tree already).
+// commits: the allocatable ranges plus the excluded ranges (the FST does
+// not know about superblock exclusions) plus the pinned ranges inside g
+// (freed extents are gone from the extent tree already).
 func (s *Space) FreeSpaceTreeView(g *BlockGroup) Extents {
 	v := g.Free.Clone()
 	for x := range g.Excluded.All() {
