@@ -332,3 +332,27 @@ func FuzzFreeSpaceTree(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadLazyStraddleFromBefore: an extent item of one group reaching
+// into the next is damage the next group's load finds by itself, with the
+// group it starts in never loaded.
+func TestLoadLazyStraddleFromBefore(t *testing.T) {
+	data := [3]uint64{mib, 8 * mib, disk.BlockGroupData}
+	meta := [3]uint64{9 * mib, 8 * mib, disk.BlockGroupMetadata}
+	m := synthMap(t, data, meta)
+	root := ctree.Root{Owner: disk.ExtentTreeObjectID}
+	items := []item{
+		bgItem(mib, 8*mib, 8192, disk.BlockGroupData), extItem(9*mib-4096, 8192),
+		bgItem(9*mib, 8*mib, 0, disk.BlockGroupMetadata),
+	}
+	s, err := alloc.LoadLazy(leafOf(t, items...), root, root, nil, m, synthNode, synthSector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadGroup(s.Groups()[1]); !errors.Is(err, disk.ErrCorrupt) {
+		t.Fatalf("load of the group an extent reaches into: %v, want ErrCorrupt", err)
+	}
+	if _, err := s.Alloc(disk.BlockGroupMetadata, synthNode, synthNode); !errors.Is(err, disk.ErrCorrupt) {
+		t.Fatalf("Alloc there: %v, want ErrCorrupt", err)
+	}
+}
