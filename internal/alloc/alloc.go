@@ -47,6 +47,14 @@ func (s *Space) Alloc(want, size, align uint64) (uint64, error) {
 		if !typeMatches(g.Flags, want) || g.ReadOnly {
 			continue
 		}
+		if g.unloaded {
+			if s.FreeBytes(g) < size {
+				continue // cannot fit: not worth loading
+			}
+			if err := s.LoadGroup(g); err != nil {
+				return 0, err
+			}
+		}
 		if a, ok := findIn(g, size, align, noCross); ok {
 			g.Free.Remove(a, a+size)
 			g.Used += size
@@ -82,7 +90,10 @@ func findIn(g *BlockGroup, size, align uint64, noCross bool) (uint64, bool) {
 // Unpin: the last committed trees may still point at them.
 func (s *Space) Free(addr, size uint64) error {
 	end := addr + size
-	g := s.Group(addr)
+	g, err := s.loadedGroup(addr)
+	if err != nil {
+		return err
+	}
 	switch {
 	case size == 0 || end < addr:
 		return fmt.Errorf("alloc: free [%d, +%d): bad range", addr, size)
@@ -97,6 +108,17 @@ func (s *Space) Free(addr, size uint64) error {
 	s.pinned.Insert(addr, end)
 	s.fresh.Insert(addr, end)
 	return nil
+}
+
+// loadedGroup is Group, loaded (nil when no group holds a).
+func (s *Space) loadedGroup(a uint64) (*BlockGroup, error) {
+	g := s.Group(a)
+	if g != nil {
+		if err := s.LoadGroup(g); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 // Unpin makes every pinned range allocatable again. The commit calls it

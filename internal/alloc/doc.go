@@ -35,6 +35,19 @@
 //     blocks (METADATA, SYSTEM) never cross a 64 KiB stripe boundary of
 //     their chunk.
 //
+// # Loading
+//
+// LoadFrom reads every block group and every extent item at once.
+// LoadLazy reads only the block groups (a search per chunk, or the small
+// block-group tree) and loads a group's Free and Excluded from the extent
+// items inside it the first time a method needs them (Alloc skips a group
+// whose FreeBytes cannot hold the request without loading it): the
+// transaction layer's open then costs the same on any size of filesystem.
+// A group is loaded before its first change, so the committed extent tree
+// describes it when it is read; the checks are LoadFrom's, per group (an
+// extent item outside every group is never met, as nothing is allocated
+// there).
+//
 // LoadFreeSpaceTree decodes a free-space tree (FREE_SPACE_INFO plus
 // FREE_SPACE_EXTENT or FREE_SPACE_BITMAP items) on its own, validating
 // extent_count and the bitmaps flag; CompareFreeSpaceTree checks it against

@@ -137,8 +137,12 @@ func finishFST(g *FSTGroup) error {
 // CompareFreeSpaceTree checks that every block group has an FST entry with
 // the same range whose free ranges equal FreeSpaceTreeView. FST entries
 // without a block group are ignored. The error lists the first mismatch.
+// Groups not loaded yet are loaded.
 func (s *Space) CompareFreeSpaceTree(f *FreeSpaceTree) error {
 	for _, g := range s.groups {
+		if err := s.LoadGroup(g); err != nil {
+			return err
+		}
 		fg := f.Group(g.Start, g.Length)
 		if fg == nil {
 			return fmt.Errorf("alloc: block group [%d, +%d) has no free space info", g.Start, g.Length)

@@ -32,7 +32,7 @@ func (s *Space) AddGroup(start, length, flags uint64, excluded []chunk.Range) er
 	if (i > 0 && s.groups[i-1].End() > start) || (i < len(s.groups) && s.groups[i].Start < end) {
 		return fmt.Errorf("alloc: add group [%d, +%d): overlaps an existing group", start, length)
 	}
-	g := &BlockGroup{Start: start, Length: length, Flags: flags}
+	g := &BlockGroup{Start: start, Length: length, Flags: flags, excl: excluded}
 	g.Free.Insert(start, end)
 	for _, x := range excluded {
 		lo, hi := max(uint64(x.Start), start), min(uint64(x.End()), end)
@@ -55,7 +55,10 @@ func (s *Space) AddGroup(start, length, flags uint64, excluded []chunk.Range) er
 // allocated: inside one group, not free, excluded or pinned.
 func (s *Space) Release(addr, size uint64) error {
 	end := addr + size
-	g := s.Group(addr)
+	g, err := s.loadedGroup(addr)
+	if err != nil {
+		return err
+	}
 	switch {
 	case size == 0 || end < addr:
 		return fmt.Errorf("alloc: release [%d, +%d): bad range", addr, size)

@@ -38,7 +38,10 @@ func (s *Space) Take(addr, size uint64) error {
 // allocatable.
 func (s *Space) freeRange(addr, size uint64) (*BlockGroup, error) {
 	end := addr + size
-	g := s.Group(addr)
+	g, err := s.loadedGroup(addr)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case size == 0 || end < addr:
 		return nil, fmt.Errorf("alloc: [%d, +%d): bad range", addr, size)
@@ -51,11 +54,11 @@ func (s *Space) freeRange(addr, size uint64) (*BlockGroup, error) {
 }
 
 // IsFree reports whether all of [addr, addr+size) is allocatable, and
-// whether any of it is.
-func (s *Space) IsFree(addr, size uint64) (all, any bool) {
-	g := s.Group(addr)
-	if g == nil {
-		return false, false
+// whether any of it is. The error is that of loading the group.
+func (s *Space) IsFree(addr, size uint64) (all, any bool, err error) {
+	g, err := s.loadedGroup(addr)
+	if g == nil || err != nil {
+		return false, false, err
 	}
-	return g.Free.Contains(addr, addr+size), g.Free.Overlaps(addr, addr+size)
+	return g.Free.Contains(addr, addr+size), g.Free.Overlaps(addr, addr+size), nil
 }

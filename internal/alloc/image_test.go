@@ -9,6 +9,7 @@ import (
 	btrfs "github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/internal/fsview"
@@ -53,6 +54,7 @@ func loadImage(t *testing.T, path string) *image {
 	if err != nil {
 		t.Fatalf("LoadFrom: %v", err)
 	}
+	checkLazy(t, im.space, r, bgRoot, extentRoot, fsview.Of(fsys).ChunkMap(), &im.sb)
 	if fstRoot, ok := roots[disk.FreeSpaceTreeObjectID]; ok {
 		if im.fst, err = alloc.LoadFreeSpaceTree(r, fstRoot, im.sb.SectorSize); err != nil {
 			t.Fatalf("LoadFreeSpaceTree: %v", err)
@@ -72,6 +74,33 @@ func loadImage(t *testing.T, path string) *image {
 		}
 	}
 	return im
+}
+
+// checkLazy loads the image's Space again lazily and wants, for every
+// group, FreeBytes before loading and Free, Excluded and Used after it
+// equal to the eager load's.
+func checkLazy(t *testing.T, eager *alloc.Space, r ctree.Reader, bgRoot, extentRoot ctree.Root, m *chunk.Map, sb *disk.Superblock) {
+	t.Helper()
+	lazy, err := alloc.LoadLazy(r, bgRoot, extentRoot, nil, m, sb.NodeSize, sb.SectorSize)
+	if err != nil {
+		t.Fatalf("LoadLazy: %v", err)
+	}
+	if len(lazy.Groups()) != len(eager.Groups()) {
+		t.Fatalf("LoadLazy: %d groups, LoadFrom %d", len(lazy.Groups()), len(eager.Groups()))
+	}
+	for i, g := range lazy.Groups() {
+		e := eager.Groups()[i]
+		if got, want := lazy.FreeBytes(g), e.Free.Bytes(); got != want {
+			t.Errorf("group %d: FreeBytes %d before loading, LoadFrom has %d", g.Start, got, want)
+		}
+		if err := lazy.LoadGroup(g); err != nil {
+			t.Fatalf("LoadGroup %d: %v", g.Start, err)
+		}
+		if !g.Free.Equal(&e.Free) || !g.Excluded.Equal(&e.Excluded) || g.Used != e.Used || g.Start != e.Start || g.Length != e.Length {
+			t.Errorf("group %d: lazily free %v excluded %v used %d, LoadFrom %v %v %d", g.Start,
+				g.Free.Ranges(), g.Excluded.Ranges(), g.Used, e.Free.Ranges(), e.Excluded.Ranges(), e.Used)
+		}
+	}
 }
 
 // bytesIn returns how many bytes of e lie in [a, b).

@@ -5,8 +5,11 @@ import "fmt"
 // UsedEnd returns the end of the last byte of g that is neither free nor
 // excluded: allocated and pinned bytes both count as used, since a
 // committed tree may still point at a pinned byte. It returns g.Start for
-// a group holding nothing.
+// a group holding nothing, and g.End() for a group not loaded (LoadGroup).
 func (s *Space) UsedEnd(g *BlockGroup) uint64 {
+	if g.unloaded {
+		return g.End() // not known: as if all of it were in use
+	}
 	idle := g.Free.Clone()
 	for x := range g.Excluded.All() {
 		idle.Insert(x.Start, x.End)
@@ -21,7 +24,7 @@ func (s *Space) UsedEnd(g *BlockGroup) uint64 {
 func (s *Space) groupAt(start uint64) (*BlockGroup, int, error) {
 	for i, g := range s.groups {
 		if g.Start == start {
-			return g, i, nil
+			return g, i, s.LoadGroup(g)
 		}
 	}
 	return nil, 0, fmt.Errorf("alloc: no block group starts at %d", start)

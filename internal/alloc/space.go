@@ -30,6 +30,14 @@ type BlockGroup struct {
 	// Limit, when not 0, keeps Alloc below this address: a resize empties
 	// the group's tail to cut its chunk there.
 	Limit uint64
+	// unloaded is set while Free and Excluded do not hold the group's
+	// state yet: a Space from LoadLazy sets it until something needs the
+	// group's free space (Space.LoadGroup). Used, from the group's item,
+	// is known from the start.
+	unloaded bool
+	// excl are the superblock-exclusion ranges inside the group, from its
+	// chunk: what Excluded becomes at load, where they are free.
+	excl []chunk.Range
 }
 
 // End returns Start + Length.
@@ -47,6 +55,9 @@ type Space struct {
 	fresh      Extents
 	nodesize   uint32
 	sectorsize uint32
+	// load, when set, fills an unloaded group's Free and Excluded from
+	// the extent tree (LoadLazy).
+	load func(g *BlockGroup) error
 }
 
 // Groups returns the block groups in ascending logical order. The pointers
@@ -90,23 +101,114 @@ func LoadFrom(r ctree.Reader, bgRoot, extentRoot ctree.Root, m *chunk.Map, nodes
 		return nil, err
 	}
 	for _, g := range s.groups {
-		c, err := m.Lookup(disk.LogicalAddr(g.Start))
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range c.SuperblockExclusions() {
-			lo, hi := uint64(x.Start), uint64(x.End())
-			for gap := range g.Free.All() {
-				if a, b := max(lo, gap.Start), min(hi, gap.End); a < b {
-					g.Excluded.Insert(a, b)
-				}
-			}
-		}
-		for x := range g.Excluded.All() {
-			g.Free.Remove(x.Start, x.End)
-		}
+		g.exclude()
 	}
 	return s, nil
+}
+
+// LoadLazy is LoadFrom that reads, at once, only the block groups: one
+// BLOCK_GROUP_ITEM per chunk, found by a search each when they live in the
+// extent tree, or the whole (small) block-group tree. A group's free
+// space is read from the extent items inside it (a range search of the
+// extent tree at extentRoot, whose blocks r verifies) the first time a
+// method needs it, so an open costs the same on any size of filesystem,
+// and a change costs the groups it allocates in or frees from.
+//
+// The extent tree at extentRoot must stay readable while groups are
+// loaded; root, when not nil, is asked for the current committed extent
+// tree at each load instead (a transaction layer that commits passes
+// its own). A group is only loaded before its first change, so the
+// committed extent tree still describes it then.
+func LoadLazy(r ctree.Reader, bgRoot, extentRoot ctree.Root, root func() (ctree.Root, error), m *chunk.Map, nodesize, sectorsize uint32) (*Space, error) {
+	if nodesize == 0 || sectorsize == 0 {
+		return nil, fmt.Errorf("alloc: nodesize %d, sectorsize %d", nodesize, sectorsize)
+	}
+	s := &Space{nodesize: nodesize, sectorsize: sectorsize}
+	var err error
+	if bgRoot == extentRoot {
+		err = s.findGroups(r, bgRoot, m)
+	} else {
+		err = s.loadGroups(r, bgRoot, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range s.groups {
+		g.unloaded = true
+	}
+	if root == nil {
+		root = func() (ctree.Root, error) { return extentRoot, nil }
+	}
+	s.load = func(g *BlockGroup) error {
+		er, err := root()
+		if err != nil {
+			return err
+		}
+		return s.loadGroupExtents(r, er, g)
+	}
+	return s, nil
+}
+
+// exclude moves the superblock-exclusion ranges that are free from Free
+// to Excluded, and marks g loaded.
+func (g *BlockGroup) exclude() {
+	for _, x := range g.excl {
+		lo, hi := uint64(x.Start), uint64(x.End())
+		for gap := range g.Free.All() {
+			if a, b := max(lo, gap.Start), min(hi, gap.End); a < b {
+				g.Excluded.Insert(a, b)
+			}
+		}
+	}
+	for x := range g.Excluded.All() {
+		g.Free.Remove(x.Start, x.End)
+	}
+	g.unloaded = false
+}
+
+// Loaded reports whether g's free space is known (see LoadLazy).
+func (g *BlockGroup) Loaded() bool { return !g.unloaded }
+
+// LoadGroup makes sure g's free space is loaded (see LoadLazy). An error
+// wraps disk.ErrCorrupt when the extent items inside g break the rules of
+// LoadFrom; g stays unloaded then.
+func (s *Space) LoadGroup(g *BlockGroup) error {
+	if !g.unloaded {
+		return nil
+	}
+	if s.load == nil {
+		return fmt.Errorf("alloc: block group %d: free space not loaded", g.Start)
+	}
+	return s.load(g)
+}
+
+// LoadAll loads every group: what operations over the whole filesystem
+// (resize, relocation, a space cache conversion) start with.
+func (s *Space) LoadAll() error {
+	for _, g := range s.groups {
+		if err := s.LoadGroup(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FreeBytes returns the allocatable bytes of g. For a group not loaded
+// yet it is what loading would find on a consistent filesystem: the
+// group's length less its used bytes and its superblock exclusions (an
+// unloaded group has no pinned bytes: nothing was freed from it).
+func (s *Space) FreeBytes(g *BlockGroup) uint64 {
+	if !g.unloaded {
+		return g.Free.Bytes()
+	}
+	n := g.Length - min(g.Length, g.Used)
+	for _, x := range g.excl {
+		lo, hi := max(uint64(x.Start), g.Start), min(uint64(x.Start)+x.Length, g.End())
+		if lo < hi {
+			n -= min(n, hi-lo)
+		}
+	}
+	return n
 }
 
 // loadGroups reads every BLOCK_GROUP_ITEM and checks it against m.
@@ -137,6 +239,33 @@ func (s *Space) loadGroups(r ctree.Reader, root ctree.Root, m *chunk.Map) error 
 	return nil
 }
 
+// findGroups finds the BLOCK_GROUP_ITEM of every chunk of m in the tree
+// at root by a search each, where loadGroups would read a whole extent
+// tree to find them among the extent items.
+func (s *Space) findGroups(r ctree.Reader, root ctree.Root, m *chunk.Map) error {
+	for c := range m.All() {
+		k := disk.Key{ObjectID: disk.ObjectID(c.Logical()), Type: disk.BlockGroupItemKey, Offset: c.Length()}
+		cur := ctree.NewCursor(r, root)
+		ok, err := cur.Seek(k)
+		if err != nil {
+			return err
+		}
+		if !ok || cur.Key() != k {
+			return disk.Corruptf("chunk %d length %d has no block group item", c.Logical(), c.Length())
+		}
+		var it disk.BlockGroupItem
+		if err := it.Decode(cur.Data()); err != nil {
+			return disk.Corruptf("block group %d: %v", k.ObjectID, err)
+		}
+		g := &BlockGroup{Start: uint64(k.ObjectID), Length: k.Offset, Used: it.Used, Flags: it.Flags}
+		if err := checkGroup(g, m, s.groups); err != nil {
+			return err
+		}
+		s.groups = append(s.groups, g)
+	}
+	return nil
+}
+
 // checkGroup verifies g against its chunk and the previous groups (keys
 // are sorted, so g must start after the previous group's end).
 func checkGroup(g *BlockGroup, m *chunk.Map, prev []*BlockGroup) error {
@@ -154,6 +283,74 @@ func checkGroup(g *BlockGroup, m *chunk.Map, prev []*BlockGroup) error {
 	if n := len(prev); n > 0 && prev[n-1].End() > g.Start {
 		return disk.Corruptf("block group %d overlaps block group %d", g.Start, prev[n-1].Start)
 	}
+	g.excl = c.SuperblockExclusions()
+	return nil
+}
+
+// loadGroupExtents fills g's Free with the gaps between the extent items
+// of the tree at root that lie inside it, checked as loadExtents checks
+// them (inside the group, not overlapping each other), and the last extent
+// item before the group must end before it.
+func (s *Space) loadGroupExtents(r ctree.Reader, root ctree.Root, g *BlockGroup) error {
+	length := func(k disk.Key) uint64 {
+		switch k.Type {
+		case disk.ExtentItemKey:
+			return k.Offset
+		case disk.MetadataItemKey:
+			return uint64(s.nodesize)
+		}
+		return 0
+	}
+	var free Extents
+	last := g.Start
+	c := ctree.NewCursor(r, root)
+	ok, err := c.SeekLE(disk.Key{ObjectID: disk.ObjectID(g.Start)})
+	for ; ok && err == nil; ok, err = c.Prev() {
+		// Only an extent's own keys (its refs) and block group items sit
+		// between the last extent item before g and g's start.
+		if k := c.Key(); k.ObjectID < disk.ObjectID(g.Start) && length(k) != 0 {
+			if e := uint64(k.ObjectID) + length(k); e > g.Start || e < uint64(k.ObjectID) {
+				return disk.Corruptf("extent item %v not inside one block group", k)
+			}
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	c = ctree.NewCursor(r, root)
+	ok, err = c.Seek(disk.Key{ObjectID: disk.ObjectID(g.Start)})
+	for ; ok && err == nil; ok, err = c.Next() {
+		k := c.Key()
+		start := uint64(k.ObjectID)
+		if start >= g.End() {
+			break
+		}
+		n := length(k)
+		if n == 0 {
+			if k.Type == disk.ExtentItemKey {
+				return disk.Corruptf("extent item %v: bad length", k)
+			}
+			continue
+		}
+		if start+n < start {
+			return disk.Corruptf("extent item %v: bad length", k)
+		}
+		if start < last {
+			return disk.Corruptf("extent item %v overlaps the previous extent ending at %d", k, last)
+		}
+		if start+n > g.End() {
+			return disk.Corruptf("extent item %v not inside one block group", k)
+		}
+		free.Insert(last, start)
+		last = start + n
+	}
+	if err != nil {
+		return err
+	}
+	free.Insert(last, g.End())
+	g.Free, g.Excluded = free, Extents{}
+	g.exclude()
 	return nil
 }
 
@@ -208,10 +405,10 @@ func (s *Space) loadExtents(r ctree.Reader, root ctree.Root) error {
 }
 
 // FreeSpaceTreeView returns the free ranges the free-space tree should
-// record for g once the current transaction commits: the allocatable
-// ranges plus the excluded ranges (the FST does not know about superblock
-// exclusions) plus the pinned ranges inside g (freed extents are gone from
-// the extent tree already).
+// record for g, which must be loaded, once the current transaction
+// commits: the allocatable ranges plus the excluded ranges (the FST does
+// not know about superblock exclusions) plus the pinned ranges inside g
+// (freed extents are gone from the extent tree already).
 func (s *Space) FreeSpaceTreeView(g *BlockGroup) Extents {
 	v := g.Free.Clone()
 	for x := range g.Excluded.All() {

@@ -214,6 +214,75 @@ func TestLoadSynthetic(t *testing.T) {
 		if _, err := alloc.Load(leafOf(t, tc.items...), root, tc.m, synthNode, synthSector); !errors.Is(err, disk.ErrCorrupt) {
 			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
 		}
+		// Loaded lazily, the damage shows at the latest when the group
+		// it is in is loaded; an extent item outside every group is never
+		// met (nothing is allocated there).
+		if name == "outside" {
+			continue
+		}
+		lazy, err := alloc.LoadLazy(leafOf(t, tc.items...), root, root, nil, tc.m, synthNode, synthSector)
+		if err == nil {
+			err = lazy.LoadAll()
+		}
+		if !errors.Is(err, disk.ErrCorrupt) {
+			t.Errorf("%s, lazily: err %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// TestLoadLazySynthetic loads the good image of TestLoadSynthetic lazily:
+// no group is loaded at first, their FreeBytes are right already, and an
+// allocation loads only the group it takes from.
+func TestLoadLazySynthetic(t *testing.T) {
+	meta := [3]uint64{60 * mib, 8 * mib, disk.BlockGroupMetadata}
+	data := [3]uint64{mib, 8 * mib, disk.BlockGroupData}
+	m := synthMap(t, data, meta)
+	root := ctree.Root{Owner: disk.ExtentTreeObjectID}
+	good := []item{
+		extItem(mib, 8192), bgItem(mib, 8*mib, 8192+4096, disk.BlockGroupData), extItem(mib+65536, 4096),
+		metaItem(60 * mib), bgItem(60*mib, 8*mib, 2*synthNode, disk.BlockGroupMetadata), metaItem(64*mib + 65536),
+	}
+	eager, err := alloc.Load(leafOf(t, good...), root, m, synthNode, synthSector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := alloc.LoadLazy(leafOf(t, good...), root, root, nil, m, synthNode, synthSector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range lazy.Groups() {
+		if g.Loaded() {
+			t.Fatalf("group %d loaded at open", g.Start)
+		}
+		if got, want := lazy.FreeBytes(g), eager.Groups()[i].Free.Bytes(); got != want {
+			t.Errorf("group %d: FreeBytes %d before loading, %d loaded", g.Start, got, want)
+		}
+	}
+	a, err := lazy.Alloc(disk.BlockGroupMetadata, synthNode, synthNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := eager.Alloc(disk.BlockGroupMetadata, synthNode, synthNode); a != b {
+		t.Fatalf("lazy Alloc %d, eager %d", a, b)
+	}
+	if lazy.Groups()[0].Loaded() || !lazy.Groups()[1].Loaded() {
+		t.Fatal("a metadata allocation loaded the data group, or not its own")
+	}
+	if err := lazy.Free(mib+65536, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := lazy.LoadAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := eager.Free(mib+65536, 4096); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range lazy.Groups() {
+		e := eager.Groups()[i]
+		if !g.Free.Equal(&e.Free) || !g.Excluded.Equal(&e.Excluded) || g.Used != e.Used {
+			t.Errorf("group %d: lazy free %v excluded %v used %d, eager %v %v %d", g.Start,
+				g.Free.Ranges(), g.Excluded.Ranges(), g.Used, e.Free.Ranges(), e.Excluded.Ranges(), e.Used)
+		}
 	}
 }
 
@@ -262,4 +331,28 @@ func FuzzFreeSpaceTree(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadLazyStraddleFromBefore: an extent item of one group reaching
+// into the next is damage the next group's load finds by itself, with the
+// group it starts in never loaded.
+func TestLoadLazyStraddleFromBefore(t *testing.T) {
+	data := [3]uint64{mib, 8 * mib, disk.BlockGroupData}
+	meta := [3]uint64{9 * mib, 8 * mib, disk.BlockGroupMetadata}
+	m := synthMap(t, data, meta)
+	root := ctree.Root{Owner: disk.ExtentTreeObjectID}
+	items := []item{
+		bgItem(mib, 8*mib, 8192, disk.BlockGroupData), extItem(9*mib-4096, 8192),
+		bgItem(9*mib, 8*mib, 0, disk.BlockGroupMetadata),
+	}
+	s, err := alloc.LoadLazy(leafOf(t, items...), root, root, nil, m, synthNode, synthSector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadGroup(s.Groups()[1]); !errors.Is(err, disk.ErrCorrupt) {
+		t.Fatalf("load of the group an extent reaches into: %v, want ErrCorrupt", err)
+	}
+	if _, err := s.Alloc(disk.BlockGroupMetadata, synthNode, synthNode); !errors.Is(err, disk.ErrCorrupt) {
+		t.Fatalf("Alloc there: %v, want ErrCorrupt", err)
+	}
 }

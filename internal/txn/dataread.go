@@ -96,7 +96,7 @@ func (t *Txn) dataAvailableLocked() (uint64, error) {
 	var n uint64
 	for _, g := range t.fs.space.Groups() {
 		if g.Flags&disk.BlockGroupData != 0 {
-			n += g.Free.Bytes()
+			n += t.fs.space.FreeBytes(g)
 		}
 	}
 	flags, err := t.chunkFlags(disk.BlockGroupData)

@@ -14,9 +14,14 @@
 // space from METADATA groups (SYSTEM for the chunk tree), adding a new
 // chunk with the filesystem's profile when they are full (chunkalloc.go);
 // Free pins committed blocks until the commit is durable and hands blocks
-// born in this transaction straight back. Open first reads and verifies
-// every metadata block, so a damaged image is refused before anything can
-// change.
+// born in this transaction straight back. Open reads and verifies the
+// chunk tree and the root tree whole; every other tree block is verified
+// (checksum, header against its parent pointer, tree-checker rules) when
+// a transaction first reads it, and a transaction that meets damage fails
+// with disk.ErrCorrupt and is aborted, so nothing is written. A block
+// group's free space is loaded from the committed extent tree when an
+// allocation or a free first needs it (alloc.LoadLazy): the cost of an
+// open does not grow with the filesystem.
 //
 // Invariants:
 //

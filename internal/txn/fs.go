@@ -114,11 +114,14 @@ func (fs *FS) SetBlockCache(c BlockCache) { fs.cache = c }
 
 // Open opens the devices of one filesystem read-write and loads what a
 // transaction needs: the chunk map (superblock system chunks, then the
-// chunk tree) and the free-space model from the extent tree. Before that
-// it reads and verifies every tree block of the filesystem (the cost is a
-// read of all metadata), and refuses a damaged filesystem with an error
-// wrapping disk.ErrCorrupt that names the tree and block: nothing is
-// written to a filesystem that is not known to be intact.
+// chunk tree) and the block groups of the free-space model. It reads and
+// verifies every block of the chunk tree and of the root tree, and refuses
+// damage there with an error wrapping disk.ErrCorrupt that names the tree
+// and block. Every other tree block is verified when a transaction first
+// reads it, and the free space of a block group is loaded from the extent
+// tree when an allocation or a free first needs it: the cost of an open
+// does not grow with the filesystem. A transaction that meets damage
+// fails with disk.ErrCorrupt and is aborted: nothing is written.
 func Open(paths []string) (*FS, error) {
 	return OpenWith(paths, blockdev.ScanOptions{})
 }
@@ -191,7 +194,7 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := fs.loadQuota(); err != nil {
 		return nil, err
 	}
-	if err := fs.verifyMetadata(); err != nil {
+	if err := fs.verifyOpenTrees(); err != nil {
 		return nil, err
 	}
 	if needsV1Conversion(&sb) {
@@ -230,8 +233,9 @@ func blockGroupTree(sb *disk.Superblock) disk.ObjectID {
 	return disk.ExtentTreeObjectID
 }
 
-// loadSpace (re)builds the free-space model from the committed extent
-// tree and block group items.
+// loadSpace (re)builds the free-space model from the committed block
+// group items; the free space of a group is loaded from the committed
+// extent tree when first needed (alloc.LoadLazy).
 func (fs *FS) loadSpace() error {
 	extent, err := fs.committedRoot(disk.ExtentTreeObjectID)
 	if err != nil {
@@ -243,7 +247,10 @@ func (fs *FS) loadSpace() error {
 			return err
 		}
 	}
-	sp, err := alloc.LoadFrom(fs, groups, extent, fs.chunks, fs.sb.NodeSize, fs.sb.SectorSize)
+	// The free space of each group is read from the extent tree of the
+	// last commit when something first allocates in or frees from it.
+	current := func() (ctree.Root, error) { return fs.committedRoot(disk.ExtentTreeObjectID) }
+	sp, err := alloc.LoadLazy(fs, groups, extent, current, fs.chunks, fs.sb.NodeSize, fs.sb.SectorSize)
 	if err != nil {
 		if fs.bgTree != disk.ExtentTreeObjectID {
 			return fmt.Errorf("block group tree and extent tree: %w", err)

@@ -29,6 +29,9 @@ func (t *Txn) settleFST() error {
 	}
 	for _, s := range t.touchedGroups() {
 		g := t.fs.space.Group(s)
+		if err := t.fs.space.LoadGroup(g); err != nil {
+			return err
+		}
 		want := t.fs.space.FreeSpaceTreeView(g)
 		cur, err := t.readFST(ft, g)
 		if err != nil {

@@ -140,7 +140,10 @@ func (fs *FS) holdLog() error {
 		if a%disk.LogicalAddr(sb.SectorSize) != 0 || n == 0 || n%uint64(sb.SectorSize) != 0 {
 			return &disk.CorruptError{Logical: a, Tree: disk.TreeLogObjectID, What: fmt.Sprintf("logged data extent of %d bytes not sector aligned", n)}
 		}
-		switch all, any := fs.space.IsFree(uint64(a), n); {
+		all, any, err := fs.space.IsFree(uint64(a), n)
+		switch {
+		case err != nil:
+			return err
 		case all:
 			// Written after the last commit: only the log knows it.
 			if err := fs.space.Take(uint64(a), n); err != nil {

@@ -119,6 +119,9 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	if t.done {
 		return fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
+	if err := t.loadAllSpace(); err != nil {
+		return fmt.Errorf("shrink: %w", err)
+	}
 	dev, err := t.singleDevice()
 	if err != nil {
 		return err

@@ -69,6 +69,9 @@ func (t *Txn) Shrink() (uint64, error) {
 	if t.done {
 		return 0, fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
+	if err := t.loadAllSpace(); err != nil {
+		return 0, fmt.Errorf("shrink: %w", err)
+	}
 	dev, err := t.singleDevice()
 	if err != nil {
 		return 0, err

@@ -180,6 +180,9 @@ func (t *Txn) convertSpaceCacheV1() error {
 	if v == nil || t.fstCreated {
 		return nil
 	}
+	if err := t.loadAllSpace(); err != nil {
+		return err
+	}
 	rt, err := t.Tree(disk.RootTreeObjectID)
 	if err != nil {
 		return err

@@ -100,6 +100,14 @@ func (t *Txn) Write(addr disk.LogicalAddr, block []byte) error {
 	return nil
 }
 
+// loadAllSpace loads the free space of every block group, for the
+// operations that weigh all of them (resizes, the v1 conversion).
+func (t *Txn) loadAllSpace() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.fs.space.LoadAll()
+}
+
 // touch records that the block group holding a changed.
 func (t *Txn) touch(a uint64) {
 	t.changes++

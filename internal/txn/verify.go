@@ -8,63 +8,35 @@ import (
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
-// verifyMetadata reads and checks every tree block reachable from the
-// committed superblock: the chunk tree, the root tree, and every tree a
-// ROOT_ITEM of the root tree points at. Each block is verified as
-// ReadBlock does (checksum of some good copy, header fsid, bytenr, level,
-// generation, owner and first key against its parent).
+// verifyOpenTrees reads and checks every block of the two trees an open
+// for writing always reads whole: the chunk tree and the root tree. Each
+// block is verified as ReadBlock does (checksum of some good copy, header
+// fsid, bytenr, level, generation, owner and first key against its
+// parent, and the tree-checker's item rules).
 //
-// Open runs it before anything can be written, so that a damaged image is
-// refused read-write with an error naming the tree and block instead of
-// a transaction failing half way through (or, worse, copying a damaged
-// block into a new commit). Its cost is one read of all metadata: for
-// an image with gigabytes of metadata, opening takes as long as reading
-// it, which is the price of not writing to a filesystem we have not seen.
-func (fs *FS) verifyMetadata() error {
-	if err := fs.verifyTree(fs.chunkRoot(), nil); err != nil {
+// The other trees are not read at open: their blocks are verified when a
+// change or a commit first reads them, the same checks, and a change that
+// meets damage fails with an error wrapping disk.ErrCorrupt that names
+// the tree and block; the transaction it ran in is aborted and nothing is
+// written (docs/design/0009, "Open cost"). So the cost of an open does not
+// grow with the size of the filesystem, as the kernel's mount, whose
+// tree-checker also works block by block, as blocks are read.
+func (fs *FS) verifyOpenTrees() error {
+	if err := fs.verifyTree(fs.chunkRoot()); err != nil {
 		return err
 	}
-	var roots []ctree.Root
-	err := fs.verifyTree(fs.rootTreeRoot(), func(n disk.Node) error {
-		for i := 0; i < n.NumItems(); i++ {
-			k := n.Key(i)
-			if k.Type != disk.RootItemKey {
-				continue
-			}
-			var ri disk.RootItem
-			if err := ri.Decode(n.ItemData(i)); err != nil {
-				return &disk.CorruptError{Logical: n.Bytenr(), Tree: disk.RootTreeObjectID, Key: &k, What: "root item", Err: err}
-			}
-			roots = append(roots, ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: k.ObjectID})
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, r := range roots {
-		if err := fs.verifyTree(r, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fs.verifyTree(fs.rootTreeRoot())
 }
 
-// verifyTree walks one tree, reading every block, and hands every leaf
-// to leaf (if not nil). A failure names the tree and the block that
-// could not be read; corruption keeps wrapping disk.ErrCorrupt, I/O
-// errors stay I/O errors.
-func (fs *FS) verifyTree(root ctree.Root, leaf func(disk.Node) error) error {
+// verifyTree walks one tree, reading every block. A failure names the
+// tree and the block that could not be read; corruption keeps wrapping
+// disk.ErrCorrupt, I/O errors stay I/O errors.
+func (fs *FS) verifyTree(root ctree.Root) error {
 	if root.Level < 0 || root.Level >= disk.MaxLevel {
 		return &disk.CorruptError{Logical: root.Addr, Tree: root.Owner, What: fmt.Sprintf("root level %d", root.Level)}
 	}
 	r := &verifyReader{fs: fs}
-	err := ctree.Walk(r, root, func(n disk.Node, _ int) error {
-		if leaf == nil || !n.IsLeaf() {
-			return nil
-		}
-		return leaf(n)
-	})
+	err := ctree.Walk(r, root, func(disk.Node, int) error { return nil })
 	switch {
 	case err == nil:
 		return nil

@@ -39,7 +39,13 @@ func fsTreeLeafCopies(t *testing.T, img string) (disk.LogicalAddr, []int64) {
 	if ri.Level != 0 {
 		t.Fatalf("fs tree root level %d, want a leaf", ri.Level)
 	}
-	mp, err := fs.chunks.Mirrors(ri.Bytenr, 1)
+	return ri.Bytenr, copiesOf(t, fs, ri.Bytenr)
+}
+
+// copiesOf returns the device offsets of every copy of the block at addr.
+func copiesOf(t *testing.T, fs *FS, addr disk.LogicalAddr) []int64 {
+	t.Helper()
+	mp, err := fs.chunks.Mirrors(addr, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +53,21 @@ func fsTreeLeafCopies(t *testing.T, img string) (disk.LogicalAddr, []int64) {
 	for _, l := range mp.Copies {
 		offs = append(offs, int64(l.Physical))
 	}
-	return ri.Bytenr, offs
+	return offs
+}
+
+// wantCorruptAt fails unless err wraps disk.ErrCorrupt and names tree and
+// block addr.
+func wantCorruptAt(t *testing.T, err error, tree disk.ObjectID, addr disk.LogicalAddr) {
+	t.Helper()
+	if !errors.Is(err, disk.ErrCorrupt) {
+		t.Errorf("error does not wrap disk.ErrCorrupt: %v", err)
+		return
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, tree.TreeName()) || !strings.Contains(msg, strconv.FormatUint(uint64(addr), 10)) {
+		t.Errorf("error %q does not name tree %s and block %d", msg, tree.TreeName(), addr)
+	}
 }
 
 // flipByte xors one byte of a file.
@@ -68,10 +88,12 @@ func flipByte(t *testing.T, path string, off int64) {
 	}
 }
 
-// TestOpenRefusesDamagedImage damages the fs tree leaf in both DUP copies:
-// Open (which would not otherwise read the fs tree) must refuse with
-// ErrCorrupt naming the tree and block, and leave the image unchanged.
-func TestOpenRefusesDamagedImage(t *testing.T) {
+// TestDamageFoundWhenMet damages the fs tree leaf in both DUP copies. Open
+// does not read the fs tree, so it opens; a transaction that changes the
+// fs tree meets the damage and fails with ErrCorrupt naming the tree and
+// block, and aborting it leaves the image as it was. A transaction that
+// does not read the damaged block commits.
+func TestDamageFoundWhenMet(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{MetadataProfile: "dup"})
 	addr, offs := fsTreeLeafCopies(t, img)
@@ -96,18 +118,66 @@ func TestOpenRefusesDamagedImage(t *testing.T) {
 	}
 	before = fileHash(t, img)
 	fs, err = Open([]string{img})
+	if err != nil {
+		t.Fatalf("open of an image whose fs tree is damaged (not read at open): %v", err)
+	}
+	defer fs.Close()
+	tx, err := fs.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsTree, err := tx.Tree(disk.FSTreeObjectID)
 	if err == nil {
-		fs.Close()
-		t.Fatal("open of an image with a damaged fs tree leaf succeeded")
+		key := disk.Key{ObjectID: disk.FirstFreeInode, Type: disk.XattrItemKey, Offset: 1}
+		err = fsTree.InsertItem(tx.Trans(), key, make([]byte, 40))
+	}
+	if err == nil {
+		err = tx.Commit()
+	} else {
+		tx.Abort()
+	}
+	if err == nil {
+		t.Fatal("a change to the damaged fs tree leaf succeeded")
 	}
 	t.Logf("refused: %v", err)
-	if !errors.Is(err, disk.ErrCorrupt) {
-		t.Errorf("error does not wrap disk.ErrCorrupt: %v", err)
+	wantCorruptAt(t, err, disk.FSTreeObjectID, addr)
+	if fileHash(t, img) != before {
+		t.Fatal("a refused change changed the image")
 	}
-	msg := err.Error()
-	if !strings.Contains(msg, disk.FSTreeObjectID.TreeName()) || !strings.Contains(msg, strconv.FormatUint(uint64(addr), 10)) {
-		t.Errorf("error %q does not name tree %s and block %d", msg, disk.FSTreeObjectID.TreeName(), addr)
+	// A transaction that never reads the fs tree commits.
+	tx, err = fs.Begin()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit not touching the damaged block: %v", err)
+	}
+}
+
+// TestOpenRefusesDamagedRootTree damages the root tree's root block in
+// both DUP copies: the root tree is read whole at open, so Open refuses
+// with ErrCorrupt naming the tree and block, and changes nothing.
+func TestOpenRefusesDamagedRootTree(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{MetadataProfile: "dup"})
+	fs, err := Open([]string{img})
+	if err != nil {
+		t.Fatalf("open undamaged image: %v", err)
+	}
+	addr := fs.sb.Root
+	offs := copiesOf(t, fs, addr)
+	fs.Close()
+	for _, off := range offs {
+		flipByte(t, img, off+200)
+	}
+	before := fileHash(t, img)
+	fs, err = Open([]string{img})
+	if err == nil {
+		fs.Close()
+		t.Fatal("open of an image with a damaged root tree succeeded")
+	}
+	t.Logf("refused: %v", err)
+	wantCorruptAt(t, err, disk.RootTreeObjectID, addr)
 	if fileHash(t, img) != before {
 		t.Fatal("refused open changed the image")
 	}
