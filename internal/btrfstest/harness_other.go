@@ -126,3 +126,6 @@ type FiemapExtent struct {
 
 // Fiemap needs Linux's FIEMAP ioctl.
 func Fiemap(tb testing.TB, _ string) []FiemapExtent { needLinux(tb); return nil }
+
+// fixtureCacheDir: there is no fixture cache off Linux.
+func fixtureCacheDir() (string, error) { return "", errNoCache }
