@@ -188,13 +188,16 @@ func openSet(set *blockdev.Set) (*FS, error) {
 		return nil, fmt.Errorf("%w: devices %v missing (no degraded writes): name every device of the filesystem"+
 			" (Options.Devices, -d), or replace the missing ones with the kernel (mount -o degraded, btrfs replace)", ErrUnsupported, missing)
 	}
+	// The chunk and root trees are verified whole first, so damage there
+	// is reported naming the tree and block before anything reads them
+	// for other reasons.
+	if err := fs.verifyOpenTrees(); err != nil {
+		return nil, err
+	}
 	if err := fs.refuseTrees(); err != nil {
 		return nil, err
 	}
 	if err := fs.loadQuota(); err != nil {
-		return nil, err
-	}
-	if err := fs.verifyOpenTrees(); err != nil {
 		return nil, err
 	}
 	if needsV1Conversion(&sb) {
