@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -82,20 +81,8 @@ func (fsys *FS) snapshotOnce(src, dst string, o SnapshotOptions) (uint64, error)
 		if err != nil {
 			return false, fmt.Errorf("snapshot source %s: %w", src, err)
 		}
-		parent, base, err := c.splitParent(dst)
-		if err == nil {
-			err = canAddEntry(parent)
-		}
+		parent, base, err := c.newSubvolPlace(dst)
 		if err != nil {
-			return false, err
-		}
-		if strings.IndexByte(base, 0) >= 0 {
-			return false, syscall.EINVAL
-		}
-		if de, err := c.dirEntry(parent.ino, base); err != nil || de != nil {
-			if err == nil {
-				err = syscall.EEXIST
-			}
 			return false, err
 		}
 		dstTree := c.tr
@@ -167,19 +154,7 @@ func (c *wctx) linkSnapshot(parent *winode, base string, id disk.ObjectID, index
 			return err
 		}
 	}
-	entry := disk.DirItem{Location: disk.Key{ObjectID: id, Type: disk.RootItemKey, Offset: ^uint64(0)}, TransID: c.gen,
-		Type: disk.FtDir, Name: []byte(base)}
-	if err := c.addHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(entry.Name)}, entry); err != nil {
-		return err
-	}
-	xbuf := make([]byte, entry.Size())
-	disk.EncodeDirItems(xbuf, []disk.DirItem{entry})
-	if err := c.tr.InsertItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: index}, xbuf); err != nil {
-		return err
-	}
-	parent.item.Size += 2 * uint64(len(base))
-	c.touch(parent, now, true)
-	return c.putInode(parent)
+	return c.addSubvolEntry(parent, base, disk.Key{ObjectID: id, Type: disk.RootItemKey, Offset: ^uint64(0)}, index, now)
 }
 
 // subvolumeAt returns the id of the subvolume whose root directory name

@@ -43,20 +43,8 @@ func (fsys *FS) CreateSubvolume(name string, opts *SubvolumeOptions) (uint64, er
 	}
 	var id disk.ObjectID
 	err := fsys.change("subvolume create", name, func(c *wctx) (bool, error) {
-		parent, base, err := c.splitParent(name)
-		if err == nil {
-			err = canAddEntry(parent)
-		}
+		parent, base, err := c.newSubvolPlace(name)
 		if err != nil {
-			return false, err
-		}
-		if strings.IndexByte(base, 0) >= 0 {
-			return false, syscall.EINVAL
-		}
-		if de, err := c.dirEntry(parent.ino, base); err != nil || de != nil {
-			if err == nil {
-				err = syscall.EEXIST
-			}
 			return false, err
 		}
 		if id, err = c.newSubvolID(); err != nil {
@@ -132,8 +120,36 @@ func (c *wctx) createSubvol(parent *winode, base string, id disk.ObjectID, index
 	if err := c.addUUID(disk.UUID(o.UUID), id); err != nil {
 		return err
 	}
-	entry := disk.DirItem{Location: disk.Key{ObjectID: id, Type: disk.RootItemKey}, TransID: c.gen,
-		Type: disk.FtDir, Name: []byte(base)}
+	return c.addSubvolEntry(parent, base, disk.Key{ObjectID: id, Type: disk.RootItemKey}, index, o.Time)
+}
+
+// newSubvolPlace resolves where a new subvolume or snapshot called name
+// goes, refusing what cannot take it (a full or pinned directory, a NUL in
+// the name, an existing entry). It changes nothing.
+func (c *wctx) newSubvolPlace(name string) (*winode, string, error) {
+	parent, base, err := c.splitParent(name)
+	if err == nil {
+		err = canAddEntry(parent)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if strings.IndexByte(base, 0) >= 0 {
+		return nil, "", syscall.EINVAL
+	}
+	de, err := c.dirEntry(parent.ino, base)
+	if err == nil && de != nil {
+		err = syscall.EEXIST
+	}
+	return parent, base, err
+}
+
+// addSubvolEntry adds the directory entry base in parent that names a
+// subvolume's root at loc (offset 0 for a subvolume, -1 for a snapshot, as
+// the kernel writes them): DIR_ITEM, DIR_INDEX index, the parent's size
+// and times.
+func (c *wctx) addSubvolEntry(parent *winode, base string, loc disk.Key, index uint64, now time.Time) error {
+	entry := disk.DirItem{Location: loc, TransID: c.gen, Type: disk.FtDir, Name: []byte(base)}
 	if err := c.addHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(entry.Name)}, entry); err != nil {
 		return err
 	}
@@ -143,7 +159,7 @@ func (c *wctx) createSubvol(parent *winode, base string, id disk.ObjectID, index
 		return err
 	}
 	parent.item.Size += 2 * uint64(len(base))
-	c.touch(parent, o.Time, true)
+	c.touch(parent, now, true)
 	return c.putInode(parent)
 }
 

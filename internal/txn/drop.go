@@ -23,7 +23,8 @@ type treeBlock struct {
 	level int
 }
 
-// dataRefChange is one EXTENT_DATA_REF to drop.
+// dataRefChange is one EXTENT_DATA_REF of a tree: the extent and the
+// (inode, file position less extent offset) of the tree's reference.
 type dataRefChange struct {
 	bytenr   disk.LogicalAddr
 	numBytes uint64
@@ -115,21 +116,10 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, root bool) error {
 		}
 		return nil
 	}
-	for i := range n.NumItems() {
-		k := n.Key(i)
-		if k.Type != disk.ExtentDataKey {
-			continue
-		}
-		var fe disk.FileExtentItem
-		if err := fe.Decode(n.ItemData(i)); err != nil {
-			return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, Key: &k, What: "file extent", Err: err}
-		}
-		if fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
-			continue
-		}
-		p.data = append(p.data, dataRefChange{fe.DiskBytenr, fe.DiskNumBytes, k.ObjectID, k.Offset - fe.Offset})
-	}
-	return nil
+	return leafDataRefs(n, p.id, func(d dataRefChange) error {
+		p.data = append(p.data, d)
+		return nil
+	})
 }
 
 // treeBlockRefs returns how many references the tree block at a has and
@@ -214,4 +204,27 @@ func (t *Txn) dropTreeBlockRef(a disk.LogicalAddr, level int, id disk.ObjectID) 
 	}
 	_, err = et.TruncateItem(t.tx, key, len(buf), true)
 	return err
+}
+
+// leafDataRefs calls fn with the data reference of each file extent item
+// of leaf n (tree id) that names an extent: inline extents and holes name
+// none.
+func leafDataRefs(n disk.Node, id disk.ObjectID, fn func(dataRefChange) error) error {
+	for i := range n.NumItems() {
+		k := n.Key(i)
+		if k.Type != disk.ExtentDataKey {
+			continue
+		}
+		var fe disk.FileExtentItem
+		if err := fe.Decode(n.ItemData(i)); err != nil {
+			return &disk.CorruptError{Logical: n.Bytenr(), Tree: id, Key: &k, What: "file extent", Err: err}
+		}
+		if fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
+			continue
+		}
+		if err := fn(dataRefChange{fe.DiskBytenr, fe.DiskNumBytes, k.ObjectID, k.Offset - fe.Offset}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

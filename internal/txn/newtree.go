@@ -17,21 +17,9 @@ var ErrNoTree = errors.New("txn: no such tree")
 // every opened tree. It is how a new subvolume begins. An id that already
 // has a ROOT_ITEM is refused.
 func (t *Txn) CreateTree(id disk.ObjectID, item disk.RootItem) (*ctree.Tree, error) {
-	if t.done {
-		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
-	}
-	if id < disk.FirstFreeObjectID || id > disk.LastFreeObjectID {
-		return nil, fmt.Errorf("%w: new tree id %d outside the subvolume range", ErrUnsupported, id)
-	}
-	rt, err := t.Tree(disk.RootTreeObjectID)
+	rt, err := t.checkNewTree(id)
 	if err != nil {
 		return nil, err
-	}
-	if t.trees[id] != nil {
-		return nil, fmt.Errorf("txn: tree %d exists", id)
-	}
-	if _, _, err := t.lookupRootItem(rt, id); err == nil {
-		return nil, fmt.Errorf("txn: tree %d exists", id)
 	}
 	tr, err := ctree.Create(t.tx, id, t.fs.treeOptions(id))
 	if err != nil {
@@ -50,6 +38,28 @@ func (t *Txn) CreateTree(id disk.ObjectID, item disk.RootItem) (*ctree.Tree, err
 	t.trees[id] = tr
 	t.rootKeys[id] = key
 	return tr, nil
+}
+
+// checkNewTree refuses a new subvolume tree id that is outside the
+// subvolume range or exists, and returns the running root tree.
+func (t *Txn) checkNewTree(id disk.ObjectID) (*ctree.Tree, error) {
+	if t.done {
+		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	if id < disk.FirstFreeObjectID || id > disk.LastFreeObjectID {
+		return nil, fmt.Errorf("%w: new tree id %d outside the subvolume range", ErrUnsupported, id)
+	}
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return nil, err
+	}
+	if t.trees[id] != nil {
+		return nil, fmt.Errorf("txn: tree %d exists", id)
+	}
+	if _, _, err := t.lookupRootItem(rt, id); err == nil {
+		return nil, fmt.Errorf("txn: tree %d exists", id)
+	}
+	return rt, nil
 }
 
 // OpenedTrees returns the ids of the trees opened (or created) in this

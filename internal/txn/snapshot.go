@@ -31,21 +31,9 @@ var ErrTreeChanged = errors.New("txn: tree changed in this transaction")
 // full reference rules (issue 14); such a source is refused with
 // ErrUnsupported before anything changes.
 func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tree, error) {
-	if t.done {
-		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
-	}
-	if id < disk.FirstFreeObjectID || id > disk.LastFreeObjectID {
-		return nil, fmt.Errorf("%w: new tree id %d outside the subvolume range", ErrUnsupported, id)
-	}
-	rt, err := t.Tree(disk.RootTreeObjectID)
+	rt, err := t.checkNewTree(id)
 	if err != nil {
 		return nil, err
-	}
-	if t.trees[id] != nil {
-		return nil, fmt.Errorf("txn: tree %d exists", id)
-	}
-	if _, _, err := t.lookupRootItem(rt, id); err == nil {
-		return nil, fmt.Errorf("txn: tree %d exists", id)
 	}
 	st, err := t.Tree(src)
 	if err != nil {
@@ -114,23 +102,9 @@ func (t *Txn) refRootChildren(n disk.Node, id disk.ObjectID) error {
 		}
 		return nil
 	}
-	for i := range n.NumItems() {
-		k := n.Key(i)
-		if k.Type != disk.ExtentDataKey {
-			continue
-		}
-		var fe disk.FileExtentItem
-		if err := fe.Decode(n.ItemData(i)); err != nil {
-			return &disk.CorruptError{Logical: n.Bytenr(), Tree: n.Owner(), Key: &k, What: "file extent", Err: err}
-		}
-		if fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
-			continue
-		}
-		if err := t.AddDataRef(fe.DiskBytenr, fe.DiskNumBytes, id, k.ObjectID, k.Offset-fe.Offset, 1); err != nil {
-			return err
-		}
-	}
-	return nil
+	return leafDataRefs(n, id, func(d dataRefChange) error {
+		return t.AddDataRef(d.bytenr, d.numBytes, id, d.ino, d.offset, 1)
+	})
 }
 
 // maxInlineTreeRefs bounds the inline TREE_BLOCK_REFs SnapshotTree puts
