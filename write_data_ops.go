@@ -275,7 +275,9 @@ func (c *wctx) fallocate(in *winode, off, end uint64, keepSize bool) error {
 			pos += n
 		}
 	}
-	if !keepSize && end > in.item.Size && !fsys.noHoles() {
+	// Before NO_HOLES the gap between EOF and an allocation that starts
+	// past it gets hole extents, KEEP_SIZE or not, as the kernel writes.
+	if a > in.item.Size && !fsys.noHoles() {
 		holes, err := c.holesIn(in, roundUpTo(in.item.Size, ss), a)
 		if err != nil {
 			return err

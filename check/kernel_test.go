@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"golang.org/x/sys/unix"
 )
 
 // TestCheckKernelImage: an image the kernel wrote with what our writer
@@ -155,5 +156,61 @@ func TestCheckDataMirrors(t *testing.T) {
 	}
 	if !hasProblem(rep, KindDataCsum, "mirror 2") {
 		t.Fatalf("damaged second copy not found:\n%s", problemsText(rep))
+	}
+}
+
+// TestCheckHolesPastEOF: without NO_HOLES, a gap in the file extents past
+// i_size (fallocate KEEP_SIZE beyond EOF) is legal, as btrfs check says;
+// a hole below i_size with no file extent is found.
+func TestCheckHolesPastEOF(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Features: "^no-holes"})
+	mnt := btrfstest.Mount(t, "", img)
+	sh := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	// A tail past EOF with a gap before it.
+	pastEOF := filepath.Join(mnt, "pasteof")
+	if err := os.WriteFile(pastEOF, make([]byte, 129329), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh("fallocate", "-n", "-o", "139264", "-l", "8192", pastEOF)
+	// A hole below EOF: the kernel writes a hole file extent for it.
+	holey := filepath.Join(mnt, "holey")
+	if err := os.WriteFile(holey, []byte("head"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh("sh", "-c", "printf tail | dd of="+holey+" bs=1 seek=200000 conv=notrunc status=none")
+	var st unix.Stat_t
+	must(t, unix.Stat(holey, &st))
+	holeyIno := disk.ObjectID(st.Ino)
+	btrfstest.Unmount(t, mnt)
+
+	if btrfstest.CheckStatus(t, img) != 0 {
+		t.Fatal("btrfs check finds the kernel's image unclean")
+	}
+	if rep := withoutStaleFreeSpaceInfo(runCheck(t, img, true)); !rep.Clean() {
+		t.Fatalf("kernel image with a gap past EOF not clean:\n%s", problemsText(rep))
+	}
+
+	// Drop the hole extent of the file with a hole below EOF.
+	c := openChecker(t, img)
+	leaf, slot := findItem(t, c, disk.FSTreeObjectID, func(k disk.Key, data []byte) bool {
+		if k.ObjectID != holeyIno || k.Type != disk.ExtentDataKey {
+			return false
+		}
+		var fe disk.FileExtentItem
+		return fe.Decode(data) == nil && fe.Type == disk.FileExtentReg && fe.DiskBytenr == 0
+	})
+	deleteItem(leaf, slot)
+	writeBlock(t, c, img, leaf, true)
+	if rep := runCheck(t, img, false); !hasProblem(rep, KindInode, "file extent discount") {
+		t.Fatalf("hole below EOF without a file extent not found:\n%s", problemsText(rep))
+	}
+	if btrfstest.CheckStatus(t, img) == 0 {
+		t.Fatal("btrfs check finds the damaged image clean")
 	}
 }
