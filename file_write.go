@@ -28,7 +28,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		pd, _ = f.fsys.prepareWith(p, *pol) // on error, the change does it all
 	}
 	var after dataPolicy
-	n, err := f.fsys.writeAtFound(f.name, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, p, off, pd, &after)
+	n, err := f.fsys.writeAtFound(f.name, &dirKey{tree: sv, ino: ino}, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, p, off, pd, &after)
 	if err == nil && after.ss > 0 {
 		f.pol.Store(&after)
 	}
@@ -42,7 +42,7 @@ func (f *File) Truncate(size int64) error {
 		return f.pathErr("truncate", syscall.EINVAL)
 	}
 	sv, ino := f.identity()
-	return f.fsys.truncateFound(f.name, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, size)
+	return f.fsys.truncateFound(f.name, &dirKey{tree: sv, ino: ino}, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, size)
 }
 
 // identity is the subvolume and inode number the File is open on; they

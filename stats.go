@@ -87,6 +87,11 @@ type WriteCounters struct {
 	// LogSyncs is the number of File.Syncs made durable through the
 	// tree log instead of a commit.
 	LogSyncs int64 `json:"log_syncs"`
+	// Changes is the number of changes made; ParallelChanges, of those,
+	// the ones that ran beside changes to other files (writes and
+	// truncates through open Files, docs/design/0009).
+	Changes         int64 `json:"changes"`
+	ParallelChanges int64 `json:"parallel_changes"`
 	// DeviceBytesWritten is every byte written to the devices: data,
 	// tree blocks (every copy) and superblocks.
 	DeviceBytesWritten int64 `json:"device_bytes_written"`
@@ -122,7 +127,8 @@ func (fsys *FS) WriteCounters() (WriteCounters, error) {
 		return WriteCounters{}, &fs.PathError{Op: "counters", Path: ".", Err: errReadOnly}
 	}
 	tfs := fsys.w.tfs
-	wc := WriteCounters{Commits: tfs.Commits(), LogSyncs: tfs.LogSyncs(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{}}
+	wc := WriteCounters{Commits: tfs.Commits(), LogSyncs: tfs.LogSyncs(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{},
+		Changes: int64(fsys.w.seq.Load()), ParallelChanges: fsys.w.parallel.Load()}
 	wc.DeviceBytesShared, wc.DeviceBytesNotShared = tfs.BytesShared()
 	for id, s := range tfs.TreeStats() {
 		wc.Trees[TreeName(uint64(id))] = treeCounters(s)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,10 @@ type writer struct {
 	// under mu and read without it.
 	seq     atomic.Uint64
 	durable atomic.Uint64 // seq as of the last commit known durable
-	began   time.Time     // when the running transaction began; protected by mu
+	// parallel counts the changes that ran beside changes to other
+	// inodes (runParallel), for WriteCounters.
+	parallel atomic.Int64
+	began    time.Time // when the running transaction began; protected by mu
 	// flight is the last commit prepared (maybe durable already) and
 	// flightSeq the seq it covers; protected by mu.
 	flight    *txn.Flight
@@ -240,6 +244,15 @@ func (fsys *FS) writable(op, name string) (*writer, error) {
 // replaces a lock handoff per change (a wakeup of the next waiter, which
 // then needs a CPU while the lock sits idle) with one per batch.
 func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeKeyed(op, name, nil, fn)
+}
+
+// changeKeyed is change of a change that edits inode key and nothing
+// else, when key is set: such a change never resolves a path, so it may
+// run beside other keyed changes to other inodes (runParallel), as the
+// kernel's writes to different files run under their own inode locks.
+// Changes to one inode keep their order.
+func (fsys *FS) changeKeyed(op, name string, key *dirKey, fn func(c *wctx) (started bool, err error)) error {
 	w, err := fsys.writable(op, name)
 	if err != nil {
 		return err
@@ -247,7 +260,7 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	if !validPath(name) {
 		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	r := &changeReq{fsys: fsys, op: op, name: name, fn: fn}
+	r := &changeReq{fsys: fsys, op: op, name: name, fn: fn, key: key}
 	w.combine(r)
 	if r.finishAfter != nil && r.err == nil {
 		if err := r.finishAfter(); err != nil {
@@ -262,7 +275,9 @@ type changeReq struct {
 	fsys     *FS
 	op, name string
 	fn       func(c *wctx) (started bool, err error)
-	err      error
+	// key, when set, is the only inode the change edits (changeKeyed).
+	key *dirKey
+	err error
 	// finishAfter, when set, is run by the change's own goroutine after
 	// the lock is released (a commit the change started).
 	finishAfter func() error
@@ -328,19 +343,32 @@ func (w *writer) combine(r *changeReq) {
 	}
 }
 
-// runBatch runs changes under one hold of the lock.
+// runBatch runs changes under one hold of the lock. A run of keyed
+// changes (changeKeyed) of one FS runs in parallel (runParallel); every
+// other change runs alone, in arrival order.
 func (w *writer) runBatch(batch []*changeReq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var logSyncs []*changeReq
-	for _, q := range batch {
+	for i := 0; i < len(batch); {
+		q := batch[i]
 		if q.logFile != nil {
 			if q.fsys.logLocked(w, q) {
 				logSyncs = append(logSyncs, q)
 			}
+			i++
 			continue
 		}
-		q.finishAfter, q.err = q.fsys.changeLocked(w, q.op, q.name, q.fn)
+		j := i + 1
+		for q.key != nil && j < len(batch) && batch[j].key != nil && batch[j].logFile == nil && batch[j].fsys == q.fsys {
+			j++
+		}
+		if j-i > 1 {
+			q.fsys.runParallel(w, batch[i:j])
+		} else {
+			q.finishAfter, q.err = q.fsys.changeLocked(w, q.op, q.name, q.fn)
+		}
+		i = j
 	}
 	if len(logSyncs) > 0 {
 		logSyncs[0].fsys.syncLogLocked(w, logSyncs)
@@ -350,13 +378,187 @@ func (w *writer) runBatch(batch []*changeReq) {
 // changeLocked runs one change with w.mu held (see change) and returns its
 // error and, when it started a commit, what waits for that commit.
 func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (started bool, err error)) (finishAfter func() error, rerr error) {
+	c, err := fsys.beginChange(w)
+	if err != nil {
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	// While the change runs, reads it makes through the read side must
+	// see its blocks as they are now, not as shared copies taken before.
+	prevBlocks := fsys.blocks
+	if tb, ok := prevBlocks.(*txBlocks); ok {
+		fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
+	}
+	started, err := fn(c)
+	if !started {
+		fsys.blocks = prevBlocks // nothing changed: its copies still hold
+	}
+	if started && err == nil {
+		w.noteLoggable(c)
+		err = fsys.showTxn(w.t)
+		w.version.Add(1)
+		w.seq.Add(1)
+	}
+	if err == nil {
+		f, err := fsys.commitPastLimit(w)
+		if err != nil {
+			return nil, &fs.PathError{Op: op, Path: name, Err: err}
+		}
+		return f, nil
+	}
+	if started {
+		fsys.abortLocked(w, err)
+	}
+	return nil, &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// commitPastLimit commits, with w.mu held, when the running transaction
+// holds more than the dirty limit, instead of letting it grow while later
+// changes wait for the lock. The change that crossed the limit then waits
+// for the commit to be durable through the returned function, in its own
+// goroutine after the lock is released (change): until then the space
+// the commit freed cannot be reused.
+func (fsys *FS) commitPastLimit(w *writer) (finishAfter func() error, err error) {
+	if w.limit == 0 || w.t == nil || w.t.DirtyBytes() < w.limit {
+		return nil, nil
+	}
+	f, seq, err := fsys.commitLocked()
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return fsys.finish(f, seq) }, nil
+}
+
+// abortLocked ends the running transaction after a change failed
+// half-way: its changes are dropped, the writer takes no more (ErrAborted)
+// and the read side shows the last commit.
+func (fsys *FS) abortLocked(w *writer, err error) {
+	w.t.Abort()
+	w.t = nil
+	w.dead = err
+	fsys.showCommitted()
+}
+
+// runParallel runs keyed changes (changeKeyed) with w.mu held, those of
+// different inodes at once on up to GOMAXPROCS goroutines, those of one
+// inode one after another in arrival order: the kernel's inode lock. What
+// they share is safe for it: the trees (the engine's lock coupling), the
+// transaction's allocators, data references, csum tree (txn.Txn), data
+// space (spaceGate) and the writer's caches (txCache.mu). Reads wait
+// for the whole run, so they never see half a change. A change that fails
+// half-way aborts the transaction once the run is over, as in
+// changeLocked; the changes beside it are dropped with it.
+func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
+	base, err := fsys.beginChange(w)
+	if err != nil {
+		for _, q := range reqs {
+			q.err = &fs.PathError{Op: q.op, Path: q.name, Err: err}
+		}
+		return
+	}
+	prevBlocks := fsys.blocks
+	if tb, ok := prevBlocks.(*txBlocks); ok {
+		fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
+	}
+	// One chain per inode, in order of first arrival.
+	var chains [][]*changeReq
+	at := map[dirKey]int{}
+	for _, q := range reqs {
+		i, ok := at[*q.key]
+		if !ok {
+			i = len(chains)
+			at[*q.key] = i
+			chains = append(chains, nil)
+		}
+		chains[i] = append(chains[i], q)
+	}
+	gate := &spaceGate{}
+	var (
+		next    atomic.Int64
+		started atomic.Int64
+		failMu  sync.Mutex
+		fail    error // the first error of a change that had started
+		wg      sync.WaitGroup
+	)
+	run := func(q *changeReq) {
+		failMu.Lock()
+		dead := fail != nil
+		failMu.Unlock()
+		if dead {
+			q.err = &fs.PathError{Op: q.op, Path: q.name, Err: ErrAborted}
+			return
+		}
+		c := *base
+		c.gate = gate
+		st, err := q.fn(&c)
+		gate.release(&c)
+		switch {
+		case st && err == nil:
+			w.cache.mu.Lock()
+			w.noteLoggable(&c)
+			w.cache.mu.Unlock()
+			started.Add(1)
+			w.version.Add(1)
+			w.seq.Add(1)
+			if len(chains) > 1 {
+				w.parallel.Add(1)
+			}
+		case st:
+			failMu.Lock()
+			if fail == nil {
+				fail = err
+			}
+			failMu.Unlock()
+		}
+		if err != nil {
+			q.err = &fs.PathError{Op: q.op, Path: q.name, Err: err}
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(chains))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(chains) {
+					return
+				}
+				for _, q := range chains[i] {
+					run(q)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if fail == nil && started.Load() > 0 {
+		fail = fsys.showTxn(w.t)
+	}
+	if fail != nil {
+		fsys.abortLocked(w, fail)
+		return
+	}
+	if started.Load() == 0 {
+		fsys.blocks = prevBlocks
+		return
+	}
+	f, err := fsys.commitPastLimit(w)
+	last := reqs[len(reqs)-1]
+	if err != nil {
+		last.err = &fs.PathError{Op: last.op, Path: last.name, Err: err}
+	}
+	last.finishAfter = f
+}
+
+// beginChange returns the context a change runs in, beginning a
+// transaction when none runs; w.mu is held.
+func (fsys *FS) beginChange(w *writer) (*wctx, error) {
 	var err error
 	if w.dead != nil {
-		return nil, &fs.PathError{Op: op, Path: name, Err: ErrAborted}
+		return nil, ErrAborted
 	}
 	if w.t == nil {
 		if w.t, err = w.tfs.Begin(); err != nil {
-			return nil, &fs.PathError{Op: op, Path: name, Err: err}
+			return nil, err
 		}
 		prev := w.cache
 		w.cache = newTxCache()
@@ -380,48 +582,9 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 	}
 	tr, err := w.t.Tree(disk.FSTreeObjectID)
 	if err != nil {
-		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+		return nil, err
 	}
-	c := &wctx{fsys: fsys, tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}
-	// While the change runs, reads it makes through the read side must
-	// see its blocks as they are now, not as shared copies taken before.
-	prevBlocks := fsys.blocks
-	if tb, ok := prevBlocks.(*txBlocks); ok {
-		fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
-	}
-	started, err := fn(c)
-	if !started {
-		fsys.blocks = prevBlocks // nothing changed: its copies still hold
-	}
-	if started && err == nil {
-		w.noteLoggable(c)
-		err = fsys.showTxn(w.t)
-		w.version.Add(1)
-		w.seq.Add(1)
-	}
-	if err == nil {
-		if w.limit > 0 && w.t != nil && w.t.DirtyBytes() >= w.limit {
-			// Past the dirty limit: commit now, while later changes wait
-			// for the lock, instead of letting the transaction grow. The
-			// change that crossed the limit then waits for the commit to
-			// be durable, in its own goroutine after the lock is
-			// released (change): until then the space the commit freed
-			// cannot be reused.
-			f, seq, err := fsys.commitLocked()
-			if err != nil {
-				return nil, &fs.PathError{Op: op, Path: name, Err: err}
-			}
-			finishAfter = func() error { return fsys.finish(f, seq) }
-		}
-		return finishAfter, nil
-	}
-	if started {
-		w.t.Abort()
-		w.t = nil
-		w.dead = err
-		fsys.showCommitted()
-	}
-	return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	return &wctx{fsys: fsys, tx: w.t.Trans(), tr: tr, top: tr, gen: w.t.Generation(), rootDir: fsys.top.dirID, t: w.t, cache: w.cache, clock: w.opts.Now}, nil
 }
 
 // wctx is what one change works with: the engine transaction, the
@@ -441,6 +604,10 @@ type wctx struct {
 	// file extent items the change set or deleted, in order.
 	logFile *dirKey
 	logOps  []logOp
+	// gate, for a change run in parallel with others, reserves the data
+	// space it checked (checkDataSpace); reserved is what it holds.
+	gate     *spaceGate
+	reserved uint64
 }
 
 // now is the time changes are stamped with: Options.Now, or the real clock.

@@ -21,8 +21,14 @@ const defaultMaxInline = 2048
 // tree and new chunks after it (showTxn), so reads verify new data, and
 // the committed ones after an abort (showCommitted).
 func (fsys *FS) dataChange(op, name string, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
-	return fsys.change(op, name, func(c *wctx) (bool, error) {
-		return fn(c, fsys.w.t)
+	return fsys.dataChangeKeyed(op, name, nil, fn)
+}
+
+// dataChangeKeyed is dataChange of a change that edits only inode key,
+// when key is set (see changeKeyed).
+func (fsys *FS) dataChangeKeyed(op, name string, key *dirKey, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
+	return fsys.changeKeyed(op, name, key, func(c *wctx) (bool, error) {
+		return fn(c, c.t)
 	})
 }
 
@@ -205,16 +211,19 @@ func (fsys *FS) WriteAt(name string, p []byte, off int64) (int, error) {
 // stores the file's data policy after the write in after (when not nil),
 // for the next batch of a stream.
 func (fsys *FS) writeAtPolicy(name string, p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
-	return fsys.writeAtFound(name, func(c *wctx) (*winode, error) { return c.resolveRegular(name) }, p, off, pd, after)
+	return fsys.writeAtFound(name, nil, func(c *wctx) (*winode, error) { return c.resolveRegular(name) }, p, off, pd, after)
 }
 
 // writeAtFound is writeAtPolicy with the file found by find: by path, or
 // by inode for an open File.
-func (fsys *FS) writeAtFound(name string, find func(c *wctx) (*winode, error), p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
+// key, when set, is the one inode find returns (a write through an open
+// File): the change may then run in parallel with changes to other
+// inodes (writer.runParallel).
+func (fsys *FS) writeAtFound(name string, key *dirKey, find func(c *wctx) (*winode, error), p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
 	if off < 0 || off+int64(len(p)) < off {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
-	err := fsys.dataChange("write", name, func(c *wctx, t *txn.Txn) (bool, error) {
+	err := fsys.dataChangeKeyed("write", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := find(c)
 		if err == nil {
 			err = mayChange(in, off)
@@ -546,6 +555,12 @@ func (c *wctx) dataView() (*dataView, error) {
 // cover whatever of the range holds data); gaps read as zeros. Data goes
 // through the read path, checksums verified.
 func (c *wctx) readExtents(in *winode, exts []extent, off uint64, dst []byte) error {
+	if c.gate != nil {
+		// Changes beside this one may be adding csums: the view's cursor
+		// over the csum tree is not lock-coupled.
+		unlock := c.t.LockCsums()
+		defer unlock()
+	}
 	v, err := c.dataView()
 	if err != nil {
 		return err

@@ -21,13 +21,13 @@ func (fsys *FS) Truncate(name string, size int64) error {
 	if size < 0 {
 		return &fs.PathError{Op: "truncate", Path: name, Err: syscall.EINVAL}
 	}
-	return fsys.truncateFound(name, func(c *wctx) (*winode, error) { return c.resolveRegular(name) }, size)
+	return fsys.truncateFound(name, nil, func(c *wctx) (*winode, error) { return c.resolveRegular(name) }, size)
 }
 
 // truncateFound is Truncate with the file found by find: by path, or by
-// inode for an open File.
-func (fsys *FS) truncateFound(name string, find func(c *wctx) (*winode, error), size int64) error {
-	return fsys.dataChange("truncate", name, func(c *wctx, t *txn.Txn) (bool, error) {
+// inode for an open File (key set: see writeAtFound).
+func (fsys *FS) truncateFound(name string, key *dirKey, find func(c *wctx) (*winode, error), size int64) error {
+	return fsys.dataChangeKeyed("truncate", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := find(c)
 		if err == nil {
 			err = mayChange(in, -1)

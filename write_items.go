@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -345,6 +346,10 @@ type dirKey struct {
 // empty but for those two counters, which carry over while the FS is
 // open (FS.change).
 type txCache struct {
+	// mu protects shared and log for changes that run in parallel
+	// (runParallel); changes that run alone hold the writer's lock
+	// exclusively and use the maps without it.
+	mu    sync.Mutex
 	ino   map[disk.ObjectID]disk.ObjectID
 	index map[dirKey]uint64
 	// dirs maps a directory and a name in it to the directory that name

@@ -193,7 +193,10 @@ func (c *wctx) subvolumeAt(name string) (disk.ObjectID, error) {
 // shared block needs the reference rules of issue 14. The verdict is kept
 // for the transaction (a commit does not change it; Snapshot drops it).
 func (c *wctx) sharedTreeErr(id disk.ObjectID) error {
-	if err, ok := c.cache.shared[id]; ok {
+	c.cache.mu.Lock()
+	err, ok := c.cache.shared[id]
+	c.cache.mu.Unlock()
+	if ok {
 		return err
 	}
 	ri, err := c.t.RootItem(id)
@@ -204,9 +207,11 @@ func (c *wctx) sharedTreeErr(id disk.ObjectID) error {
 	if (ri.LastSnapshot != 0 || ri.ParentUUID != (disk.UUID{})) && ri.Level > 0 {
 		verdict = fmt.Errorf("%w: writing subvolume %d, whose tree blocks are shared with a snapshot (not yet; the kernel can write it)", ErrUnsupported, id)
 	}
+	c.cache.mu.Lock()
 	if c.cache.shared == nil {
 		c.cache.shared = map[disk.ObjectID]error{}
 	}
 	c.cache.shared[id] = verdict
+	c.cache.mu.Unlock()
 	return verdict
 }

@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"sync"
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -16,14 +17,48 @@ func (c *wctx) checkDataSpace(n uint64) error {
 	if n == 0 || fsys.w.opts.Compress != "" {
 		return nil
 	}
+	n = roundUpTo(n, uint64(fsys.sb.SectorSize))
+	if g := c.gate; g != nil {
+		// Changes beside this one may have checked space they have not
+		// allocated yet: count it as taken.
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		avail, err := t.DataAvailable()
+		if err != nil {
+			return err
+		}
+		if n > avail || n > avail-g.reserved {
+			return syscall.ENOSPC
+		}
+		g.reserved += n
+		c.reserved += n
+		return nil
+	}
 	avail, err := t.DataAvailable()
 	if err != nil {
 		return err
 	}
-	if roundUpTo(n, uint64(fsys.sb.SectorSize)) > avail {
+	if n > avail {
 		return syscall.ENOSPC
 	}
 	return nil
+}
+
+// spaceGate is what changes running in parallel (runParallel) have
+// reserved of the data space: each checks its need against what is
+// available less the others' reservations, and releases its own when it
+// is over (its allocations then count in the space itself).
+type spaceGate struct {
+	mu       sync.Mutex
+	reserved uint64
+}
+
+// release returns c's reservation.
+func (g *spaceGate) release(c *wctx) {
+	g.mu.Lock()
+	g.reserved -= c.reserved
+	c.reserved = 0
+	g.mu.Unlock()
 }
 
 // holeBytes counts the bytes of [a, b) of inode ino that no data or

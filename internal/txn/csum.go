@@ -84,12 +84,21 @@ func (t *Txn) csumItemsAround(ct *ctree.Tree, start, end uint64) ([]csumRun, err
 	return runs, err
 }
 
+// LockCsums keeps the csum tree as it is until the returned function is
+// called: AddCsums waits meanwhile. A reader of this transaction's csums
+// that walks the tree's blocks without the engine's lock coupling holds
+// it while changes run in parallel.
+func (t *Txn) LockCsums() (unlock func()) {
+	t.csumMu.Lock()
+	return t.csumMu.Unlock
+}
+
 // AddCsums records the checksums of consecutive sectors starting at
 // logical: sums holds n*CsumType().Size() bytes for n sectors. Sums
 // already recorded for those sectors are replaced. Items touching or
 // overlapping the range are merged with it and repacked into items of at
-// most maxCsumsPerItem sums, as the kernel packs them. Same concurrency
-// rules as tree operations on tree 7.
+// most maxCsumsPerItem sums, as the kernel packs them. Safe for
+// concurrent use: each call is whole (csumMu).
 func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
 	cs := t.fs.sb.CsumType.Size()
 	sector := uint64(t.fs.sb.SectorSize)
@@ -105,6 +114,8 @@ func (t *Txn) AddCsums(logical disk.LogicalAddr, sums []byte) error {
 	if err != nil {
 		return err
 	}
+	t.csumMu.Lock()
+	defer t.csumMu.Unlock()
 	if done, err := t.appendCsums(ct, start, end, sums); done || err != nil {
 		return err
 	}

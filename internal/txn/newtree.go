@@ -66,6 +66,8 @@ func (t *Txn) checkNewTree(id disk.ObjectID) (*ctree.Tree, error) {
 // transaction so far, in no particular order: the trees whose roots may
 // differ from the last commit.
 func (t *Txn) OpenedTrees() []disk.ObjectID {
+	t.treesMu.Lock()
+	defer t.treesMu.Unlock()
 	ids := make([]disk.ObjectID, 0, len(t.trees))
 	for id := range t.trees {
 		ids = append(ids, id)

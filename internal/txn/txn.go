@@ -26,8 +26,19 @@ type Txn struct {
 
 	dataBytes atomic.Uint64 // file data bytes handed to WriteData
 
+	// treesMu protects trees and rootKeys where changes running in
+	// parallel open trees (Tree, OpenedTrees); the commit and the
+	// changes that run alone use the maps without it. Lock order:
+	// treesMu, then block locks and mu.
+	treesMu  sync.Mutex
 	trees    map[disk.ObjectID]*ctree.Tree
 	rootKeys map[disk.ObjectID]disk.Key // ROOT_ITEM key of every opened tree but root and chunk
+
+	// csumMu makes each change of the csum tree by AddCsums whole, and
+	// keeps it still for a reader of this transaction's csums
+	// (LockCsums): changes to different files run in parallel, and
+	// their checksum runs are often neighbours in one item.
+	csumMu sync.Mutex
 
 	// mu protects the maps and counters below: the engine calls the
 	// Store methods from every goroutine that works on a tree.
@@ -105,8 +116,16 @@ func (t *Txn) Trans() *ctree.Trans { return t.tx }
 // Tree opens tree id in this transaction: the root and chunk trees from
 // the superblock, every other tree from its ROOT_ITEM. The same *Tree is
 // returned for the same id. Tree itself is not safe for concurrent use:
-// open the trees before sharing them between goroutines.
+// open the trees before sharing them between goroutines. Tree may be
+// called from several goroutines at once: each id is opened once.
 func (t *Txn) Tree(id disk.ObjectID) (*ctree.Tree, error) {
+	t.treesMu.Lock()
+	defer t.treesMu.Unlock()
+	return t.treeLocked(id)
+}
+
+// treeLocked is Tree with treesMu held.
+func (t *Txn) treeLocked(id disk.ObjectID) (*ctree.Tree, error) {
 	if t.done {
 		return nil, fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
@@ -120,7 +139,7 @@ func (t *Txn) Tree(id disk.ObjectID) (*ctree.Tree, error) {
 	case disk.ChunkTreeObjectID:
 		root = t.fs.chunkRoot()
 	default:
-		rt, err := t.Tree(disk.RootTreeObjectID)
+		rt, err := t.treeLocked(disk.RootTreeObjectID)
 		if err != nil {
 			return nil, err
 		}
