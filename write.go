@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
@@ -349,26 +350,35 @@ func (w *writer) combine(r *changeReq) {
 func (w *writer) runBatch(batch []*changeReq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var logSyncs []*changeReq
-	for i := 0; i < len(batch); {
-		q := batch[i]
+	// The fsyncs of the batch are looked at after its changes: each was
+	// queued after the changes it must make durable had returned (in an
+	// earlier batch or earlier in this one), and logging a file's later
+	// changes too is harmless. So they do not cut runs of parallel changes.
+	var syncs, changes, logSyncs []*changeReq
+	for _, q := range batch {
 		if q.logFile != nil {
-			if q.fsys.logLocked(w, q) {
-				logSyncs = append(logSyncs, q)
-			}
-			i++
-			continue
+			syncs = append(syncs, q)
+		} else {
+			changes = append(changes, q)
 		}
+	}
+	for i := 0; i < len(changes); {
+		q := changes[i]
 		j := i + 1
-		for q.key != nil && j < len(batch) && batch[j].key != nil && batch[j].logFile == nil && batch[j].fsys == q.fsys {
+		for q.key != nil && j < len(changes) && changes[j].key != nil && changes[j].fsys == q.fsys {
 			j++
 		}
 		if j-i > 1 {
-			q.fsys.runParallel(w, batch[i:j])
+			q.fsys.runParallel(w, changes[i:j])
 		} else {
 			q.finishAfter, q.err = q.fsys.changeLocked(w, q.op, q.name, q.fn)
 		}
 		i = j
+	}
+	for _, q := range syncs {
+		if q.fsys.logLocked(w, q) {
+			logSyncs = append(logSyncs, q)
+		}
 	}
 	if len(logSyncs) > 0 {
 		logSyncs[0].fsys.syncLogLocked(w, logSyncs)
@@ -378,19 +388,36 @@ func (w *writer) runBatch(batch []*changeReq) {
 // changeLocked runs one change with w.mu held (see change) and returns its
 // error and, when it started a commit, what waits for that commit.
 func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (started bool, err error)) (finishAfter func() error, rerr error) {
-	c, err := fsys.beginChange(w)
-	if err != nil {
-		return nil, &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	// While the change runs, reads it makes through the read side must
-	// see its blocks as they are now, not as shared copies taken before.
-	prevBlocks := fsys.blocks
-	if tb, ok := prevBlocks.(*txBlocks); ok {
-		fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
-	}
-	started, err := fn(c)
-	if !started {
+	var (
+		started bool
+		err     error
+		c       *wctx
+	)
+	for retried := false; ; retried = true {
+		if c, err = fsys.beginChange(w); err != nil {
+			return nil, &fs.PathError{Op: op, Path: name, Err: err}
+		}
+		// While the change runs, reads it makes through the read side
+		// must see its blocks as they are now, not as shared copies
+		// taken before.
+		prevBlocks := fsys.blocks
+		if tb, ok := prevBlocks.(*txBlocks); ok {
+			fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
+		}
+		started, err = fn(c)
+		if started {
+			break
+		}
 		fsys.blocks = prevBlocks // nothing changed: its copies still hold
+		if retried || !errors.Is(err, syscall.ENOSPC) || !spacePinned(w) {
+			break
+		}
+		// Out of space while bytes freed since the last durable commit
+		// are pinned: commit, which makes them free, and try once more,
+		// as the kernel commits to flush space before it says ENOSPC.
+		if err := fsys.commitDurableLocked(); err != nil {
+			return nil, &fs.PathError{Op: op, Path: name, Err: err}
+		}
 	}
 	if started && err == nil {
 		w.noteLoggable(c)
@@ -409,6 +436,13 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 		fsys.abortLocked(w, err)
 	}
 	return nil, &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// spacePinned reports whether bytes may be pinned that a durable commit
+// would free: the running transaction changed something, or the last
+// commit is not known durable yet.
+func spacePinned(w *writer) bool {
+	return (w.t != nil && w.seq.Load() != w.flightSeq) || (w.flight != nil && w.durable.Load() < w.flightSeq)
 }
 
 // commitPastLimit commits, with w.mu held, when the running transaction
@@ -513,6 +547,13 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 			q.err = &fs.PathError{Op: q.op, Path: q.name, Err: err}
 		}
 	}
+	// Changes that asked to run alone (errRunAlone), and the later
+	// changes of their inodes, run after the others, one by one.
+	alone := make([]bool, len(reqs))
+	index := make(map[*changeReq]int, len(reqs))
+	for i, q := range reqs {
+		index[q] = i
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(chains))
 	for range workers {
 		wg.Add(1)
@@ -523,13 +564,27 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 				if i >= len(chains) {
 					return
 				}
+				later := false
 				for _, q := range chains[i] {
-					run(q)
+					if !later {
+						run(q)
+						later = errors.Is(q.err, errRunAlone)
+					}
+					if later {
+						alone[index[q]] = true // each index is one goroutine's
+					}
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	defer func() {
+		for i, q := range reqs {
+			if alone[i] {
+				q.finishAfter, q.err = fsys.changeLocked(w, q.op, q.name, q.fn)
+			}
+		}
+	}()
 	if fail == nil && started.Load() > 0 {
 		fail = fsys.showTxn(w.t)
 	}
@@ -548,6 +603,11 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 	}
 	last.finishAfter = f
 }
+
+// errRunAlone is what a change run in parallel (runParallel) returns,
+// before it changes anything, when it cannot be sure of its data space
+// beside the others: it then runs again alone, after them.
+var errRunAlone = errors.New("btrfs: change must run alone")
 
 // beginChange returns the context a change runs in, beginning a
 // transaction when none runs; w.mu is held.

@@ -135,3 +135,64 @@ func TestWriteDataNoSpace(t *testing.T) {
 		t.Errorf("big exists after ENOSPC: %v", err)
 	}
 }
+
+// TestWriteOverPinnedSpace rewrites a file that holds more than half of a
+// small image's data space, with no commit on the way: the old extents
+// stay pinned until a commit is durable, so the rewrite runs out of space
+// half way. As the kernel commits to free pinned space before it says
+// ENOSPC, the change that finds no room commits and tries again, and the
+// rewrite succeeds.
+func TestWriteOverPinnedSpace(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1, DirtyLimit: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	const size, piece = 40 << 20, 1 << 20
+	write := func(fill byte) {
+		t.Helper()
+		f, err := fsys.OpenFile("big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		p := make([]byte, piece)
+		for off := 0; off < size; off += piece {
+			for i := range p {
+				p[i] = fill + byte(off/piece)
+			}
+			if _, err := f.WriteAt(p, int64(off)); err != nil {
+				t.Fatalf("write %#x at %d: %v", fill, off, err)
+			}
+		}
+	}
+	if err := fsys.CreateEmpty("big", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(1)
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := fsys.WriteCounters()
+	write(100)
+	after, _ := fsys.WriteCounters()
+	if after.Commits == before.Commits {
+		t.Error("the rewrite fit without a commit: make the file larger")
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	dir := btrfstest.Mount(t, "ro", img)
+	b, err := os.ReadFile(dir + "/big")
+	if err != nil || len(b) != size {
+		t.Fatalf("kernel reads %d bytes, %v", len(b), err)
+	}
+	for off := 0; off < size; off += piece {
+		if b[off] != 100+byte(off/piece) || b[off+piece-1] != 100+byte(off/piece) {
+			t.Fatalf("kernel reads %#x at %d", b[off], off)
+		}
+	}
+}

@@ -21,24 +21,30 @@ func (c *wctx) checkDataSpace(n uint64) error {
 	if g := c.gate; g != nil {
 		// Changes beside this one may have checked space they have not
 		// allocated yet: count it as taken.
+		// Only the free bytes of the DATA groups count: a new chunk
+		// could take device space a change beside this one is about to
+		// give a tree block, and with mixed groups tree blocks take data
+		// bytes. When those do not suffice, the change runs alone.
+		// A chunk is added here when the groups are short, before the
+		// reservation, as AllocData would add it.
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		avail, err := t.DataAvailable()
-		if err != nil {
-			return err
+		avail, mixed := t.DataFreeInGroups()
+		if !mixed && (n > avail || n > avail-g.reserved) && t.GrowData() == nil {
+			avail, mixed = t.DataFreeInGroups()
 		}
-		if n > avail || n > avail-g.reserved {
-			return syscall.ENOSPC
+		if mixed || n > avail || n > avail-g.reserved {
+			return errRunAlone
 		}
 		g.reserved += n
 		c.reserved += n
 		return nil
 	}
-	avail, err := t.DataAvailable()
+	ok, err := t.DataFits(n)
 	if err != nil {
 		return err
 	}
-	if n > avail {
+	if !ok {
 		return syscall.ENOSPC
 	}
 	return nil

@@ -364,6 +364,9 @@ func writeFileioReport(w io.Writer, runs []fileio.Result) error {
 	}
 	line("commits", func(r fileio.Result) string { return strconv.FormatInt(r.Commits, 10) })
 	line("log syncs", func(r fileio.Result) string { return strconv.FormatInt(r.LogSyncs, 10) })
+	line("changes / in parallel", func(r fileio.Result) string {
+		return strconv.FormatInt(r.Changes, 10) + " / " + strconv.FormatInt(r.ParallelChanges, 10)
+	})
 	line("device MiB written", func(r fileio.Result) string { return f2(float64(r.DeviceBytesWritten) / (1 << 20)) })
 	line("write amplification", func(r fileio.Result) string { return f2(r.WriteAmplification) })
 	line("peak heap MiB", func(r fileio.Result) string { return f2(float64(r.PeakHeapBytes) / (1 << 20)) })

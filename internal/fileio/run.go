@@ -49,8 +49,13 @@ type Result struct {
 	// return at once, hide what a write costs.
 	LatencyByOpMS map[string]Latency `json:"latency_by_op_ms"`
 
-	Commits            int64   `json:"commits"`
-	LogSyncs           int64   `json:"log_syncs"`
+	Commits  int64 `json:"commits"`
+	LogSyncs int64 `json:"log_syncs"`
+	// Changes are the changes the filesystem made in the run (writes,
+	// truncates); ParallelChanges those of them that ran beside changes
+	// to other files.
+	Changes            int64   `json:"changes"`
+	ParallelChanges    int64   `json:"parallel_changes"`
 	DeviceBytesWritten int64   `json:"device_bytes_written"`
 	WriteAmplification float64 `json:"write_amplification"` // device bytes written / bytes written by requests
 	PeakHeapBytes      uint64  `json:"peak_heap_bytes"`
@@ -368,7 +373,7 @@ func (ru *runner) result(secs float64, wc btrfs.WriteCounters, smp *sampler) Res
 		Reads: ru.reads.Load(), Writes: ru.writes.Load(), Fsyncs: ru.fsyncs.Load(), FsyncsAtEnd: ru.endSync.Load(),
 		BytesRead: ru.rbytes.Load(), BytesWritten: ru.wbytes.Load(),
 		LatencyMS: ru.lat.latency(), LatencyByOpMS: map[string]Latency{},
-		Commits: wc.Commits, LogSyncs: wc.LogSyncs, DeviceBytesWritten: wc.DeviceBytesWritten, PeakHeapBytes: smp.peak,
+		Commits: wc.Commits, LogSyncs: wc.LogSyncs, Changes: wc.Changes, ParallelChanges: wc.ParallelChanges, DeviceBytesWritten: wc.DeviceBytesWritten, PeakHeapBytes: smp.peak,
 		Trees: wc.Trees, Total: wc.Total(), Throughput: smp.samples, Image: c.Image,
 	}
 	if !c.noFsync {

@@ -470,3 +470,62 @@ func TestDataAbort(t *testing.T) {
 	}
 	btrfstest.Check(t, []string{img}, true)
 }
+
+// TestDataFitsExact: on a small image filled 256 KiB at a time, DataFits
+// says yes exactly as long as AllocData can still hand the bytes out
+// (DataAvailable, an upper bound, may promise device scraps no chunk
+// takes), and DataFreeInGroups and GrowData agree with it.
+func TestDataFitsExact(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 128 << 20})
+	fs, err := txn.Open([]string{img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	tx, err := fs.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Abort()
+	const n = 256 << 10
+	total := uint64(0)
+	for {
+		fits, err := tx.DataFits(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fits {
+			break
+		}
+		// What fits may be in pieces: the write path halves a request
+		// the allocator cannot give whole.
+		for got := uint64(0); got < n; {
+			size := uint64(n) - got
+			for {
+				if _, err := tx.AllocData(size, 0); err == nil {
+					break
+				} else if size == uint64(tx.SectorSize()) {
+					t.Fatalf("DataFits(%d) after %d bytes, but AllocData(%d) fails: %v", n, total, size, err)
+				}
+				size /= 2
+			}
+			got += size
+		}
+		total += n
+		if total > 1<<30 {
+			t.Fatal("DataFits never says no")
+		}
+	}
+	free, mixed := tx.DataFreeInGroups()
+	if mixed || free >= n {
+		t.Errorf("DataFits says no with %d bytes free in the groups (mixed %v)", free, mixed)
+	}
+	if err := tx.GrowData(); err == nil {
+		t.Error("GrowData added a chunk after DataFits said no")
+	}
+	if _, err := tx.AllocData(n, 0); err == nil {
+		t.Errorf("AllocData(%d) works after DataFits said no (%d bytes handed out)", n, total)
+	}
+	t.Logf("%d bytes fit", total)
+}

@@ -3,6 +3,7 @@ package txn
 import (
 	"fmt"
 
+	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -55,6 +56,73 @@ func (t *Txn) DataAvailable() (uint64, error) {
 		}
 	}
 	return n, nil
+}
+
+// DataFits reports whether AllocData can hand out n more bytes (in one
+// piece or several): the free bytes of the DATA groups, then the DATA
+// chunks the chunk allocator would make in the unallocated device space,
+// one after another, as AllocData would add them. Unlike DataAvailable
+// it never counts device space no chunk can take. With mixed block
+// groups it is DataAvailable's answer.
+func (t *Txn) DataFits(n uint64) (bool, error) {
+	free, mixed := t.DataFreeInGroups()
+	if free >= n {
+		return true, nil
+	}
+	if mixed {
+		avail, err := t.DataAvailable()
+		return n <= avail, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	flags, err := t.chunkFlags(disk.BlockGroupData)
+	if err != nil {
+		return false, nil
+	}
+	g, err := t.startGrowth()
+	if err != nil {
+		return false, err
+	}
+	dry := &growth{free: make(map[disk.DevID]*alloc.Extents, len(g.free))}
+	for id, e := range g.free {
+		c := e.Clone()
+		dry.free[id] = &c
+	}
+	for free < n {
+		nc, err := t.planChunk(dry, flags)
+		if err != nil {
+			return false, nil
+		}
+		for _, s := range nc.item.Stripes {
+			dry.free[s.DevID].Remove(uint64(s.Offset), uint64(s.Offset)+nc.stripe)
+		}
+		free += nc.item.Length
+	}
+	return true, nil
+}
+
+// GrowData adds a DATA chunk now, as AllocData does when the DATA
+// groups are full: a caller that reserves data space for several changes
+// at once makes room before it hands out its reservations.
+func (t *Txn) GrowData() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.growLocked(disk.BlockGroupData)
+}
+
+// DataFreeInGroups is the free bytes of the DATA block groups the
+// filesystem has now, without the device space new chunks could take;
+// mixed reports block groups that hold data and tree blocks alike.
+func (t *Txn) DataFreeInGroups() (free uint64, mixed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, g := range t.fs.space.Groups() {
+		if g.Flags&disk.BlockGroupData != 0 {
+			free += t.fs.space.FreeBytes(g)
+			mixed = mixed || g.Flags&disk.BlockGroupMetadata != 0
+		}
+	}
+	return free, mixed
 }
 
 // Leaf bytes (item header included, rounded up) of the items Commit adds
@@ -112,9 +180,17 @@ func (t *Txn) dataAvailableLocked() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Only holes a chunk can take count: aligned, at least minStripe
+	// (a full disk's last scraps would promise what planChunk refuses,
+	// and a change checked against them would abort half way).
 	var unalloc uint64
 	for _, e := range g.free {
-		unalloc += e.Bytes()
+		for r := range e.All() {
+			lo, hi := (r.Start+chunkAlign-1)/chunkAlign*chunkAlign, r.End/chunkAlign*chunkAlign
+			if hi > lo && hi-lo >= minStripe {
+				unalloc += hi - lo
+			}
+		}
 	}
 	copies := uint64(1)
 	if sh.stripes > 1 {
