@@ -397,18 +397,12 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 		if c, err = fsys.beginChange(w); err != nil {
 			return nil, &fs.PathError{Op: op, Path: name, Err: err}
 		}
-		// While the change runs, reads it makes through the read side
-		// must see its blocks as they are now, not as shared copies
-		// taken before.
-		prevBlocks := fsys.blocks
-		if tb, ok := prevBlocks.(*txBlocks); ok {
-			fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
-		}
+		// Reads the change makes through the read side see its blocks
+		// as they are now: txBlocks checks each copy's version.
 		started, err = fn(c)
 		if started {
 			break
 		}
-		fsys.blocks = prevBlocks // nothing changed: its copies still hold
 		if retried || !errors.Is(err, syscall.ENOSPC) || !spacePinned(w) {
 			break
 		}
@@ -488,10 +482,6 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 			q.err = &fs.PathError{Op: q.op, Path: q.name, Err: err}
 		}
 		return
-	}
-	prevBlocks := fsys.blocks
-	if tb, ok := prevBlocks.(*txBlocks); ok {
-		fsys.blocks = &txBlocks{base: tb.base, tx: tb.tx, noMemo: true}
 	}
 	// One chain per inode, in order of first arrival.
 	var chains [][]*changeReq
@@ -593,7 +583,6 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		return
 	}
 	if started.Load() == 0 {
-		fsys.blocks = prevBlocks
 		return
 	}
 	f, err := fsys.commitPastLimit(w)

@@ -64,6 +64,15 @@ type txnDataReader struct {
 
 // ReadLogical implements logicalReader.
 func (r *txnDataReader) ReadLogical(p []byte, logical disk.LogicalAddr, verify chunk.VerifyFunc) error {
+	// Bytes still written behind are read from memory: a write that
+	// continues a partial sector (tar writes 10 KiB records) reads back
+	// the sector the write before it left there.
+	if r.t.ReadStaged(logical, p) {
+		if verify != nil && !verify(logical, p) {
+			return &disk.CorruptError{Logical: logical, What: "data written in this transaction fails its checksum"}
+		}
+		return nil
+	}
 	if err := r.t.FlushData(); err != nil {
 		return err
 	}
@@ -547,7 +556,7 @@ func (c *wctx) dataView() (*dataView, error) {
 	if cur, ok := base.(*txnDataReader); ok {
 		base = cur.base
 	}
-	return &dataView{fsys: fsys, blocks: &txBlocks{base: fsys.br, tx: c.t.Trans()}, csumRoot: csumRoot,
+	return &dataView{fsys: fsys, blocks: &txBlocks{base: fsys.br, tx: c.t.Trans(), memo: &blockMemo{}}, csumRoot: csumRoot,
 		data: &txnDataReader{base: base, t: c.t}}, nil
 }
 

@@ -16,44 +16,57 @@ import (
 // block reader otherwise. Addresses the transaction freed are pinned until
 // its commit, so a committed block read through base is never stale.
 //
-// A txBlocks serves the reads between two changes (showTxn makes a new one
-// after every change), and no change runs while reads do, so the copy of
-// a transaction's block is taken once and shared by the reads that follow
-// (a lookup-heavy load, such as a FUSE mount creating files, read the same
-// dirty blocks many times over). Readers never modify a node.
+// Copies of the transaction's blocks are kept (memo) and shared by the
+// reads that follow, across changes, until the block changes: each read
+// asks the engine whether the block is still at the version copied
+// (ctree.Trans.SnapshotVersion), so a change alters only the copies of
+// the blocks it touched. A lookup-heavy load, such as a FUSE mount
+// creating files, reads the same few blocks between every two changes.
+// Readers never modify a node.
 type txBlocks struct {
 	base *blockReader
 	tx   *ctree.Trans
-
-	// noMemo turns the sharing off: the instance a change runs with
-	// (FS.change), since the change itself alters blocks between reads.
-	noMemo bool
-	mu     sync.Mutex
-	memo   map[disk.LogicalAddr]disk.Node
+	memo *blockMemo
 }
+
+// blockMemo is the copies of one transaction's blocks.
+type blockMemo struct {
+	mu sync.Mutex
+	m  map[disk.LogicalAddr]memoBlock
+}
+
+type memoBlock struct {
+	n disk.Node
+	v ctree.BlockVersion
+}
+
+// maxMemo bounds the copies kept: past it they are dropped and made
+// again as reads need them (about 64 MiB of 16 KiB blocks).
+const maxMemo = 4096
 
 // ReadBlock implements ctree.Reader.
 func (r *txBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
-	r.mu.Lock()
-	n, ok := r.memo[addr]
-	r.mu.Unlock()
+	r.memo.mu.Lock()
+	had := r.memo.m[addr]
+	r.memo.mu.Unlock()
+	n, v, ok := r.tx.SnapshotVersion(addr, had.v)
 	if !ok {
-		if n, ok = r.tx.Snapshot(addr); ok && !r.noMemo {
-			r.mu.Lock()
-			if r.memo == nil {
-				r.memo = map[disk.LogicalAddr]disk.Node{}
-			}
-			r.memo[addr] = n
-			r.mu.Unlock()
-		}
+		return r.base.ReadBlock(addr, e)
 	}
-	if ok {
-		if err := n.CheckExpect(r.base.params, e); err != nil {
-			return nil, err
+	if n == nil {
+		n = had.n
+	} else {
+		r.memo.mu.Lock()
+		if r.memo.m == nil || len(r.memo.m) >= maxMemo {
+			r.memo.m = map[disk.LogicalAddr]memoBlock{}
 		}
-		return n, nil
+		r.memo.m[addr] = memoBlock{n: n, v: v}
+		r.memo.mu.Unlock()
 	}
-	return r.base.ReadBlock(addr, e)
+	if err := n.CheckExpect(r.base.params, e); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // committedView is what the read side showed at the last commit, kept
@@ -74,7 +87,9 @@ func (fsys *FS) showTxn(t *txn.Txn) error {
 		w.committed = &committedView{top: fsys.top, rootTree: fsys.rootTree, csumRoot: fsys.csumRoot,
 			subvols: map[disk.ObjectID]*subvol{}}
 	}
-	fsys.blocks = &txBlocks{base: fsys.br, tx: t.Trans()}
+	if tb, ok := fsys.blocks.(*txBlocks); !ok || tb.tx != t.Trans() {
+		fsys.blocks = &txBlocks{base: fsys.br, tx: t.Trans(), memo: &blockMemo{}}
+	}
 	if cur, ok := fsys.data.(*txnDataReader); !ok || cur.t != t {
 		base := fsys.data
 		if ok {

@@ -126,7 +126,7 @@ func (t *Tree) collapseRoot(tx *Trans, p *Path, level int) error {
 	if err != nil {
 		return err
 	}
-	child.mu.Lock()
+	child.lockW()
 	cowed, err := t.cowIfNeeded(tx, child, mid, 0)
 	if err != nil {
 		child.mu.Unlock()

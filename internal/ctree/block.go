@@ -43,6 +43,18 @@ type block struct {
 	// for committed blocks read from the store), so that WriteDirty,
 	// which sees blocks and not trees, can count writes per tree.
 	treeStats *Stats // immutable
+	// mod counts the write locks taken on the block: every change of
+	// buf happens under one, so a reader holding the read lock sees the
+	// contents that go with the count it reads (Trans.SnapshotVersion).
+	// Guarded by mu.
+	mod uint64
+}
+
+// lockW takes the block's write lock, which every change of its bytes
+// needs, and counts it.
+func (b *block) lockW() {
+	b.mu.Lock()
+	b.mod++
 }
 
 // node returns the block as a read-only disk.Node view.

@@ -62,7 +62,7 @@ func (t *Tree) lockSibling(tx *Trans, parent *block, slot int) (*block, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
+	b.lockW()
 	nb, err := t.cowIfNeeded(tx, b, parent, slot)
 	if err != nil {
 		b.mu.Unlock()
@@ -85,7 +85,7 @@ func (t *Tree) pushNodesForInsert(tx *Trans, p *Path, level int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		left.mu.Lock()
+		left.lockW()
 		leftN := left.nritems()
 		moved := false
 		if leftN < np-1 {
@@ -122,7 +122,7 @@ func (t *Tree) pushNodesForInsert(tx *Trans, p *Path, level int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		right.mu.Lock()
+		right.lockW()
 		moved := false
 		if right.nritems() < np-1 {
 			cowed, err := t.cowIfNeeded(tx, right, parent, pslot+1)

@@ -63,7 +63,7 @@ func (t *Tree) pushLeafRight(tx *Trans, p *Path, minDataSize, dataSize int, empt
 	if err != nil {
 		return false, err
 	}
-	right.mu.Lock()
+	right.lockW()
 	// The sibling's free space is read only under its lock.
 	free := right.freeSpace()
 	if free < dataSize {
@@ -203,7 +203,7 @@ func (t *Tree) pushLeafLeft(tx *Trans, p *Path, minDataSize, dataSize int, empty
 	if err != nil {
 		return false, err
 	}
-	left.mu.Lock()
+	left.lockW()
 	free := left.freeSpace()
 	if free < dataSize {
 		left.mu.Unlock()

@@ -126,7 +126,7 @@ func (t *Tree) descend(tx *Trans, p *Path, key disk.Key, insLen int, cow bool,
 			return false, false, err
 		}
 		if level-1 <= *wll {
-			child.mu.Lock()
+			child.lockW()
 			p.set(level-1, child, writeLocked)
 		} else {
 			child.mu.RLock()

@@ -214,7 +214,7 @@ func (tx *Trans) newBlockFrom(t *Tree, level int, hint disk.LogicalAddr, src []b
 			ChunkTreeUUID: tx.params.ChunkTreeUUID, Generation: tx.gen, Owner: owner, Level: uint8(level)}
 		h.Encode(b.buf)
 	} // else the caller rewrites the header fields that change (copyBlock)
-	b.mu.Lock()
+	b.lockW()
 	tx.add(b)
 	tx.stats.BlocksAllocated.Add(1)
 	t.stats.BlocksAllocated.Add(1)
@@ -241,6 +241,35 @@ func (tx *Trans) copyBlock(t *Tree, b *block) (*block, error) {
 	le.PutUint64(nb.buf[offGen:], uint64(tx.gen))
 	le.PutUint64(nb.buf[offOwner:], uint64(owner))
 	return nb, nil
+}
+
+// BlockVersion identifies what a transaction's block held at one moment
+// (SnapshotVersion): it changes whenever a tree operation may have
+// changed the block, and two blocks that had the same address never
+// share one. The zero value matches no block.
+type BlockVersion struct {
+	b   *block
+	mod uint64
+}
+
+// SnapshotVersion is Snapshot for a reader that keeps copies: when the
+// block at addr is still at version have, it returns no copy (n nil) and
+// have; otherwise a copy and its version. ok is false when the table
+// does not hold addr.
+func (tx *Trans) SnapshotVersion(addr disk.LogicalAddr, have BlockVersion) (n disk.Node, v BlockVersion, ok bool) {
+	tx.mu.Lock()
+	b := tx.blocks[addr]
+	tx.mu.Unlock()
+	if b == nil {
+		return nil, BlockVersion{}, false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	v = BlockVersion{b: b, mod: b.mod}
+	if v == have {
+		return nil, v, true
+	}
+	return disk.Node(append([]byte(nil), b.buf...)), v, true
 }
 
 // Snapshot returns a copy of the block at addr as this transaction sees it

@@ -109,7 +109,7 @@ func (t *Tree) readLockRoot() *block {
 func (t *Tree) writeLockRoot() *block {
 	for {
 		b := t.root.Load()
-		b.mu.Lock()
+		b.lockW()
 		if t.root.Load() == b {
 			return b
 		}

@@ -50,6 +50,7 @@ type writeBehind struct {
 	// sets flyErr; both are read only after inflight.Wait.
 	inflight sync.WaitGroup
 	flying   []byte
+	flyAddr  disk.LogicalAddr
 	flyErr   error
 }
 
@@ -123,12 +124,42 @@ func (wb *writeBehind) kickLocked() {
 		return
 	}
 	b, at := wb.buf, wb.addr
-	wb.buf, wb.flying = nil, b
+	wb.buf, wb.flying, wb.flyAddr = nil, b, at
 	wb.inflight.Add(1)
 	go func() {
 		defer wb.inflight.Done()
 		wb.flyErr = wb.write(b, at)
 	}()
+}
+
+// readStaged copies into p the bytes at [addr, +len(p)) when all of them
+// are still held here: in the buffer being filled, or else in the one in
+// flight (its writer only reads it, and it is not reused before
+// landLocked, which needs mu). The buffer being filled is newer than the
+// one in flight, so a range it touches at all is served from it or not
+// at all.
+func (wb *writeBehind) readStaged(p []byte, addr disk.LogicalAddr) bool {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.err != nil || len(p) == 0 {
+		return false
+	}
+	end := addr + disk.LogicalAddr(len(p))
+	inside := func(b []byte, at disk.LogicalAddr) (ok, touches bool) {
+		bend := at + disk.LogicalAddr(len(b))
+		return len(b) > 0 && addr >= at && end <= bend, len(b) > 0 && addr < bend && end > at
+	}
+	if ok, touches := inside(wb.buf, wb.addr); ok {
+		copy(p, wb.buf[addr-wb.addr:])
+		return true
+	} else if touches {
+		return false
+	}
+	if ok, _ := inside(wb.flying, wb.flyAddr); ok {
+		copy(p, wb.flying[addr-wb.flyAddr:])
+		return true
+	}
+	return false
 }
 
 // drainLocked writes everything staged and waits for it.
@@ -183,6 +214,14 @@ func (wb *writeBehind) discard() {
 		}
 	}
 	wb.buf, wb.spare = nil, nil
+}
+
+// ReadStaged fills p with the data at addr when this transaction's
+// written-behind bytes still hold all of it (true), without a device
+// write or read; the caller reads the device (after FlushData) when it
+// returns false.
+func (t *Txn) ReadStaged(addr disk.LogicalAddr, p []byte) bool {
+	return t.wb.readStaged(p, addr)
 }
 
 // FlushData writes the data writes still held back (written behind) and
