@@ -49,12 +49,17 @@ func (r *txBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, e
 	r.memo.mu.Lock()
 	had := r.memo.m[addr]
 	r.memo.mu.Unlock()
-	n, v, ok := r.tx.SnapshotVersion(addr, had.v)
+	n, v, ok := r.tx.SnapshotVersion(addr, had.v, had.n)
 	if !ok {
 		return r.base.ReadBlock(addr, e)
 	}
 	if n == nil {
 		n = had.n
+		if v != had.v {
+			r.memo.mu.Lock()
+			r.memo.m[addr] = memoBlock{n: n, v: v}
+			r.memo.mu.Unlock()
+		}
 	} else {
 		r.memo.mu.Lock()
 		if r.memo.m == nil || len(r.memo.m) >= maxMemo {

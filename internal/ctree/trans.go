@@ -1,6 +1,7 @@
 package ctree
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"sync"
@@ -253,10 +254,12 @@ type BlockVersion struct {
 }
 
 // SnapshotVersion is Snapshot for a reader that keeps copies: when the
-// block at addr is still at version have, it returns no copy (n nil) and
-// have; otherwise a copy and its version. ok is false when the table
-// does not hold addr.
-func (tx *Trans) SnapshotVersion(addr disk.LogicalAddr, have BlockVersion) (n disk.Node, v BlockVersion, ok bool) {
+// block at addr is still at version have, or holds exactly the bytes of
+// old (the copy made at have: a write lock taken for a change that then
+// went elsewhere leaves the bytes as they were), it returns no copy (n
+// nil) and the current version; otherwise a copy and its version. ok is
+// false when the table does not hold addr.
+func (tx *Trans) SnapshotVersion(addr disk.LogicalAddr, have BlockVersion, old disk.Node) (n disk.Node, v BlockVersion, ok bool) {
 	tx.mu.Lock()
 	b := tx.blocks[addr]
 	tx.mu.Unlock()
@@ -266,7 +269,7 @@ func (tx *Trans) SnapshotVersion(addr disk.LogicalAddr, have BlockVersion) (n di
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	v = BlockVersion{b: b, mod: b.mod}
-	if v == have {
+	if v == have || (have.b == b && bytes.Equal(old, b.buf)) {
 		return nil, v, true
 	}
 	return disk.Node(append([]byte(nil), b.buf...)), v, true
