@@ -83,15 +83,20 @@ func TestCrashDuringConcurrentSyncs(t *testing.T) {
 type liveCrashConfig struct {
 	name string
 	opts btrfs.Options
+	// inPlace makes most changes rewrites through open Files, which run
+	// beside each other (runParallel).
+	inPlace bool
 }
 
 var liveCrashConfigs = []liveCrashConfig{
 	// Commits only in Sync (and Close).
-	{"syncs", btrfs.Options{CommitInterval: -1, DirtyLimit: -1}},
+	{"syncs", btrfs.Options{CommitInterval: -1, DirtyLimit: -1}, false},
 	// A small dirty limit: changes commit too, while others wait.
-	{"dirty-limit", btrfs.Options{CommitInterval: -1, DirtyLimit: 64 << 10}},
+	{"dirty-limit", btrfs.Options{CommitInterval: -1, DirtyLimit: 64 << 10}, false},
 	// Background commits besides the Syncs.
-	{"background", btrfs.Options{CommitInterval: 20 * time.Millisecond, DirtyLimit: -1}},
+	{"background", btrfs.Options{CommitInterval: 20 * time.Millisecond, DirtyLimit: -1}, false},
+	// Mostly writes through open Files, which run in parallel.
+	{"open-files", btrfs.Options{CommitInterval: -1, DirtyLimit: -1}, true},
 }
 
 const (
@@ -156,7 +161,7 @@ var liveSizes = []int{0, 300, 2500, 4096, 9000, 40000, 130000}
 // genLiveChanges draws n changes of a goroutine's directory, starting
 // from m, and returns them with the models after each: models[k] is the
 // directory after the first k changes (models[0] is m).
-func genLiveChanges(rng *rand.Rand, m liveModel, n int) ([]liveChange, []liveModel) {
+func genLiveChanges(rng *rand.Rand, m liveModel, n int, inPlace bool) ([]liveChange, []liveModel) {
 	models := []liveModel{m}
 	var chs []liveChange
 	next := 0 // names and versions
@@ -172,19 +177,47 @@ func genLiveChanges(rng *rand.Rand, m liveModel, n int) ([]liveChange, []liveMod
 			}
 		}
 		var ch liveChange
-		switch k := rng.IntN(10); {
+		k := rng.IntN(10)
+		mostlyInPlace := inPlace && len(files) > 0 && rng.IntN(5) > 0
+		if mostlyInPlace {
+			k = 0
+		}
+		switch {
 		case k < 3 || len(files) == 0: // write a new file or rewrite one
 			p := path.Join(dirs[rng.IntN(len(dirs))], fmt.Sprintf("f%d", next))
 			e := liveEntry{}
-			if len(files) > 0 && rng.IntN(3) == 0 {
+			inPlace := false
+			if len(files) > 0 && (mostlyInPlace || rng.IntN(3) == 0) {
 				p = files[rng.IntN(len(files))]
 				e = m[p] // a rewrite keeps the inode and its xattr
+				// Half the rewrites (most, with inPlace) go through an
+				// open File, in one write of the same size: writes by
+				// inode, which run beside other goroutines'
+				// (runParallel).
+				inPlace = e.src == p && (mostlyInPlace || rng.IntN(2) == 0)
 			}
-			e.src, e.ver, e.size = p, next, liveSizes[rng.IntN(len(liveSizes))]
+			e.src, e.ver = p, next
+			if !inPlace {
+				e.size = liveSizes[rng.IntN(len(liveSizes))]
+			}
 			data := liveCrashContent(e.src, e.ver, e.size)
 			m[p] = e
-			ch = liveChange{fmt.Sprintf("WriteFile %s v%d %d bytes", p, e.ver, e.size),
-				func(f *btrfs.FS) error { return f.WriteFile(p, data, 0o644) }, false}
+			if inPlace {
+				ch = liveChange{fmt.Sprintf("File.WriteAt %s v%d %d bytes", p, e.ver, e.size), func(f *btrfs.FS) error {
+					of, err := f.OpenFile(p)
+					if err != nil {
+						return err
+					}
+					if _, err := of.WriteAt(data, 0); err != nil {
+						of.Close()
+						return err
+					}
+					return of.Close()
+				}, false}
+			} else {
+				ch = liveChange{fmt.Sprintf("WriteFile %s v%d %d bytes", p, e.ver, e.size),
+					func(f *btrfs.FS) error { return f.WriteFile(p, data, 0o644) }, false}
+			}
 		case k == 3: // mkdir, at most two levels below the top
 			parent := dirs[rng.IntN(len(dirs))]
 			if strings.Count(parent, "/") >= 2 {
@@ -376,7 +409,7 @@ func testLiveCrash(t *testing.T, cfg liveCrashConfig, rng *rand.Rand) {
 	changes := make([][]liveChange, liveCrashGoroutines)
 	models := make([][]liveModel, liveCrashGoroutines)
 	for g := range changes {
-		changes[g], models[g] = genLiveChanges(rand.New(rand.NewPCG(rng.Uint64(), uint64(g))), first[g], liveCrashChanges)
+		changes[g], models[g] = genLiveChanges(rand.New(rand.NewPCG(rng.Uint64(), uint64(g))), first[g], liveCrashChanges, cfg.inPlace)
 	}
 
 	start := time.Now()
@@ -493,6 +526,9 @@ func runLiveRecorded(t *testing.T, base *crashImage, cfg liveCrashConfig, change
 		}()
 	}
 	wg.Wait()
+	if wc, err := fsys.WriteCounters(); err == nil {
+		t.Logf("%d changes, %d of them beside changes to other files", wc.Changes, wc.ParallelChanges)
+	}
 	if err := fsys.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
