@@ -66,7 +66,12 @@ type Options struct {
 	// plus dirty tree blocks, in bytes): the change that passes it
 	// commits before it returns, and other changes wait, so memory stays
 	// bounded however much is written. 0 means a tenth of the machine's
-	// memory (at least 32 MiB); negative means no limit.
+	// memory (at least 32 MiB); negative means no limit. With a limit, a
+	// data change that finds no space while bytes freed since the last
+	// durable commit are pinned also commits and tries again, as the
+	// kernel commits to free space before it says ENOSPC; negative means
+	// the FS commits only in Commit, Sync, Close and the background
+	// (CommitInterval), so Rollback drops exactly what came after them.
 	DirtyLimit int64
 	// NoPushRightShortcut turns off, in every tree a writable FS changes,
 	// the shortcut of "Btrfs: more efficient push_leaf_right" (a key past

@@ -433,9 +433,15 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 }
 
 // spacePinned reports whether bytes may be pinned that a durable commit
-// would free: the running transaction changed something, or the last
-// commit is not known durable yet.
+// would free, and the writer may commit on its own: the running
+// transaction changed something, or the last commit is not known durable
+// yet.
 func spacePinned(w *writer) bool {
+	if w.limit == 0 {
+		// DirtyLimit < 0: the caller makes every commit (Rollback then
+		// drops exactly what came after its last one).
+		return false
+	}
 	return (w.t != nil && w.seq.Load() != w.flightSeq) || (w.flight != nil && w.durable.Load() < w.flightSeq)
 }
 

@@ -802,7 +802,9 @@ func scanModel(t *testing.T, devs []string, nodesize int) *model {
 // closes it (again) if the test stops early; Close is idempotent.
 func openWritable(t *testing.T, devs []string) *btrfs.FS {
 	t.Helper()
-	fsys, err := btrfs.OpenWritable(devs[0], &btrfs.Options{Devices: devs[1:]})
+	// No commits of the FS's own (dirty limit, ENOSPC flush, interval):
+	// the model's Rollback goes back to the last Commit it made.
+	fsys, err := btrfs.OpenWritable(devs[0], &btrfs.Options{Devices: devs[1:], DirtyLimit: -1, CommitInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
