@@ -248,12 +248,34 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 	return fsys.changeKeyed(op, name, nil, fn)
 }
 
+// changeInDir is change of a change that adds a new name to the
+// directory holding name's last component and edits nothing else that
+// exists (mkdir, create, symlink, mknod): it may run beside changes to
+// other directories and files (runParallel), once that directory is
+// resolved before the run; changes in one directory keep their order.
+// Such a change never removes or moves a name, so the paths the others
+// resolved stay true while it runs.
+func (fsys *FS) changeInDir(op, name string, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: func(c *wctx) (*dirKey, error) {
+		parent, _, err := c.splitParent(name)
+		if err != nil {
+			return nil, err
+		}
+		return &dirKey{tree: parent.tr.Owner(), ino: parent.ino}, nil
+	}})
+}
+
 // changeKeyed is change of a change that edits inode key and nothing
 // else, when key is set: such a change never resolves a path, so it may
 // run beside other keyed changes to other inodes (runParallel), as the
 // kernel's writes to different files run under their own inode locks.
 // Changes to one inode keep their order.
 func (fsys *FS) changeKeyed(op, name string, key *dirKey, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeWith(op, name, &changeReq{fn: fn, key: key})
+}
+
+// changeWith queues r, a change of name, and returns its error.
+func (fsys *FS) changeWith(op, name string, r *changeReq) error {
 	w, err := fsys.writable(op, name)
 	if err != nil {
 		return err
@@ -261,7 +283,7 @@ func (fsys *FS) changeKeyed(op, name string, key *dirKey, fn func(c *wctx) (star
 	if !validPath(name) {
 		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	r := &changeReq{fsys: fsys, op: op, name: name, fn: fn, key: key}
+	r.fsys, r.op, r.name = fsys, op, name
 	w.combine(r)
 	if r.finishAfter != nil && r.err == nil {
 		if err := r.finishAfter(); err != nil {
@@ -278,6 +300,9 @@ type changeReq struct {
 	fn       func(c *wctx) (started bool, err error)
 	// key, when set, is the only inode the change edits (changeKeyed).
 	key *dirKey
+	// resolve, when set, finds the one directory the change edits
+	// (changeInDir), before a parallel run.
+	resolve func(c *wctx) (*dirKey, error)
 	err error
 	// finishAfter, when set, is run by the change's own goroutine after
 	// the lock is released (a commit the change started).
@@ -292,6 +317,10 @@ type changeReq struct {
 	logFile *dirKey
 	logged  bool
 }
+
+// parallel reports whether the change may run in parallel with others
+// (runParallel).
+func (q *changeReq) parallel() bool { return q.key != nil || q.resolve != nil }
 
 // maxCombined bounds the changes one combiner runs under one hold of the
 // lock, so that commits and reads waiting for it get their turn.
@@ -365,7 +394,7 @@ func (w *writer) runBatch(batch []*changeReq) {
 	for i := 0; i < len(changes); {
 		q := changes[i]
 		j := i + 1
-		for q.key != nil && j < len(changes) && changes[j].key != nil && changes[j].fsys == q.fsys {
+		for q.parallel() && j < len(changes) && changes[j].parallel() && changes[j].fsys == q.fsys {
 			j++
 		}
 		if j-i > 1 {
@@ -489,14 +518,31 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		}
 		return
 	}
+	// Changes that asked to run alone (errRunAlone), and the later
+	// changes of their inodes, run after the others, one by one; so do
+	// changes in a directory that cannot be resolved before the run
+	// (another change of the run may be making it).
+	alone := make([]bool, len(reqs))
+	index := make(map[*changeReq]int, len(reqs))
 	// One chain per inode, in order of first arrival.
 	var chains [][]*changeReq
 	at := map[dirKey]int{}
-	for _, q := range reqs {
-		i, ok := at[*q.key]
+	for qi, q := range reqs {
+		index[q] = qi
+		key := q.key
+		if q.resolve != nil {
+			c := *base
+			k, err := q.resolve(&c)
+			if err != nil {
+				alone[qi] = true
+				continue
+			}
+			key = k
+		}
+		i, ok := at[*key]
 		if !ok {
 			i = len(chains)
-			at[*q.key] = i
+			at[*key] = i
 			chains = append(chains, nil)
 		}
 		chains[i] = append(chains[i], q)
@@ -543,13 +589,6 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 			q.err = &fs.PathError{Op: q.op, Path: q.name, Err: err}
 		}
 	}
-	// Changes that asked to run alone (errRunAlone), and the later
-	// changes of their inodes, run after the others, one by one.
-	alone := make([]bool, len(reqs))
-	index := make(map[*changeReq]int, len(reqs))
-	for i, q := range reqs {
-		index[q] = i
-	}
 	workers := min(runtime.GOMAXPROCS(0), len(chains))
 	for range workers {
 		wg.Add(1)
@@ -592,11 +631,16 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		return
 	}
 	f, err := fsys.commitPastLimit(w)
-	last := reqs[len(reqs)-1]
-	if err != nil {
-		last.err = &fs.PathError{Op: last.op, Path: last.name, Err: err}
+	// The last change of the run that ran in it pays for the commit.
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if q := reqs[i]; !alone[i] {
+			if err != nil {
+				q.err = &fs.PathError{Op: q.op, Path: q.name, Err: err}
+			}
+			q.finishAfter = f
+			break
+		}
 	}
-	last.finishAfter = f
 }
 
 // errRunAlone is what a change run in parallel (runParallel) returns,

@@ -194,7 +194,9 @@ func genLiveChanges(rng *rand.Rand, m liveModel, n int, inPlace bool) ([]liveCha
 				// open File, in one write of the same size: writes by
 				// inode, which run beside other goroutines'
 				// (runParallel).
-				inPlace = e.src == p && (mostlyInPlace || rng.IntN(2) == 0)
+				// An empty file's rewrite writes nothing, so it would
+				// be no change at all for a Sync to wait for.
+				inPlace = e.src == p && e.size > 0 && (mostlyInPlace || rng.IntN(2) == 0)
 			}
 			e.src, e.ver = p, next
 			if !inPlace {

@@ -121,7 +121,10 @@ func (c *wctx) walkDirs(comps []string) (disk.ObjectID, error) {
 			continue
 		}
 		key := dirEntKey{dirKey{cur.tr.Owner(), cur.ino}, comp}
-		if d, ok := c.cache.dirs[key]; ok {
+		c.cache.mu.Lock()
+		d, ok := c.cache.dirs[key]
+		c.cache.mu.Unlock()
+		if ok {
 			if d.tree != cur.tr.Owner() {
 				if err := c.enterTree(d.tree); err != nil {
 					return 0, err
@@ -151,7 +154,9 @@ func (c *wctx) walkDirs(comps []string) (disk.ObjectID, error) {
 		if !in.item.IsDir() {
 			return 0, syscall.ENOTDIR
 		}
+		c.cache.mu.Lock()
 		c.cache.dirs[key] = dirKey{in.tr.Owner(), in.ino}
+		c.cache.mu.Unlock()
 		stack = append(stack, wdir{in.tr, in.ino})
 	}
 	last := stack[len(stack)-1]
@@ -295,6 +300,8 @@ func (c *wctx) lastKeyBelow(k disk.Key) (disk.Key, bool, error) {
 // skipped, as the kernel skips numbers).
 func (c *wctx) newIno() (disk.ObjectID, error) {
 	owner := c.tr.Owner()
+	c.cache.mu.Lock()
+	defer c.cache.mu.Unlock()
 	ino, ok := c.cache.ino[owner]
 	if !ok {
 		k, found, err := c.lastKeyBelow(disk.Key{ObjectID: disk.LastFreeObjectID})
@@ -319,6 +326,8 @@ func (c *wctx) newIno() (disk.ObjectID, error) {
 // the kernel counts in memory.
 func (c *wctx) nextIndex(dir disk.ObjectID) (uint64, error) {
 	key := dirKey{c.tr.Owner(), dir}
+	c.cache.mu.Lock()
+	defer c.cache.mu.Unlock()
 	next, ok := c.cache.index[key]
 	if !ok {
 		k, found, err := c.lastKeyBelow(disk.Key{ObjectID: dir, Type: disk.DirIndexKey + 1})
@@ -346,9 +355,10 @@ type dirKey struct {
 // empty but for those two counters, which carry over while the FS is
 // open (FS.change).
 type txCache struct {
-	// mu protects shared and log for changes that run in parallel
-	// (runParallel); changes that run alone hold the writer's lock
-	// exclusively and use the maps without it.
+	// mu protects the maps for changes that run in parallel
+	// (runParallel); it is held across the tree search that fills an
+	// entry of ino or index, so each is counted from the tree once.
+	// Lock order: mu, then the engine's block locks.
 	mu    sync.Mutex
 	ino   map[disk.ObjectID]disk.ObjectID
 	index map[dirKey]uint64

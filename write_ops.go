@@ -77,13 +77,23 @@ func (fsys *FS) CreateEmptyWith(name string, perm fs.FileMode, opts *CreateOptio
 // the name's parent: INODE_ITEM, INODE_REF, DIR_ITEM, DIR_INDEX, and the
 // parent's size, times and transid.
 func (fsys *FS) create(op, name string, mode uint32, opts *CreateOptions) error {
-	return fsys.change(op, name, func(c *wctx) (bool, error) {
+	return fsys.createChange(opts)(op, name, func(c *wctx) (bool, error) {
 		at, err := c.prepareNew(name, opts)
 		if err != nil {
 			return false, err
 		}
 		return true, c.link(at, mode, opts)
 	})
+}
+
+// createChange is how a creation with opts runs: beside changes in
+// other directories (changeInDir), unless it inherits from another
+// directory than its parent, which it then reads too.
+func (fsys *FS) createChange(opts *CreateOptions) func(op, name string, fn func(c *wctx) (bool, error)) error {
+	if opts != nil && opts.InheritFrom != "" {
+		return fsys.change
+	}
+	return fsys.changeInDir
 }
 
 // newPlace is where a new inode goes: its parent directory and name,

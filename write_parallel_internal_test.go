@@ -2,11 +2,14 @@ package btrfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,6 +251,204 @@ func TestParallelFileWrites(t *testing.T) {
 	for i := range nfiles {
 		if b, err := os.ReadFile(filepath.Join(mnt, fmt.Sprintf("f%d", i))); err != nil || !bytes.Equal(b, model[i]) {
 			t.Errorf("kernel: f%d differs (%v)", i, err)
+		}
+	}
+}
+
+// TestParallelCreates: creations by path (mkdir, create, symlink, mknod)
+// in different directories run in parallel, those in one directory in
+// order, and one whose directory another change of the run makes runs
+// after the others; then goroutines create and write beside readers.
+// btrfs check and the kernel's mount equal the model.
+func TestParallelCreates(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 512 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	for i := range 4 {
+		if err := fsys.Mkdir(fmt.Sprintf("e%d", i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fsys.WriteFile("g", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	w := fsys.w
+	before, _ := fsys.WriteCounters()
+	w.mu.Lock()
+	type result struct {
+		name string
+		err  error
+	}
+	res := make(chan result, 64)
+	go func() { _, err := fsys.WriteAt("g", []byte("x"), 0); res <- result{"g", err} }()
+	waitQueued(w, 0)
+	time.Sleep(10 * time.Millisecond)
+	queued := 0
+	queue := func(name string, f func() error) {
+		go func() { res <- result{name, f()} }()
+		queued++
+		waitQueued(w, queued)
+	}
+	want := map[string]error{} // what each queued change must return
+	for i := range 4 {
+		for j := range 3 {
+			name := fmt.Sprintf("e%d/f%d", i, j)
+			want[name] = nil
+			queue(name, func() error { return fsys.CreateEmpty(name, 0o644) })
+		}
+	}
+	want["d0"] = nil
+	queue("d0", func() error { return fsys.Mkdir("d0", 0o755) })
+	// Its directory is made in this run: it runs after the others.
+	want["d0/x"] = nil
+	queue("d0/x", func() error { return fsys.CreateEmpty("d0/x", 0o600) })
+	want["e1/l"] = nil
+	queue("e1/l", func() error { return fsys.Symlink("f0", "e1/l") })
+	want["e3/p"] = nil
+	queue("e3/p", func() error { return fsys.Mknod("e3/p", fs.ModeNamedPipe|0o644, 0) })
+	// Same directory, same name: the second finds the first.
+	want["e2/f0 again"] = syscall.EEXIST
+	queue("e2/f0 again", func() error { return fsys.CreateEmpty("e2/f0", 0o644) })
+	w.mu.Unlock()
+	for range queued + 1 {
+		r := <-res
+		if r.name == "g" {
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			continue
+		}
+		if !errors.Is(r.err, want[r.name]) || (want[r.name] == nil && r.err != nil) {
+			t.Errorf("%s: %v, want %v", r.name, r.err, want[r.name])
+		}
+	}
+	after, _ := fsys.WriteCounters()
+	// All but d0/x (run alone) and the refused one ran in parallel.
+	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-2) {
+		t.Errorf("%d of %d queued creations ran in parallel, want %d", got, queued, queued-2)
+	}
+
+	// At random: each goroutine creates in its own directory tree and in
+	// one shared directory, and writes what it creates through open
+	// Files; readers list directories meanwhile.
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	if err := fsys.Mkdir("shared", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	model := map[string][]byte{} // files (nil: a directory)
+	var wg sync.WaitGroup
+	fail := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(seed + int64(g)))
+			dirs := []string{fmt.Sprintf("t%d", g), "shared"}
+			if err := fsys.Mkdir(dirs[0], 0o755); err != nil {
+				fail <- err
+				return
+			}
+			mu.Lock()
+			model[dirs[0]] = nil
+			mu.Unlock()
+			for k := range 120 {
+				dir := dirs[rng.Intn(len(dirs))]
+				name := fmt.Sprintf("%s/g%d-%d", dir, g, k)
+				if rng.Intn(4) == 0 && dir != "shared" {
+					if err := fsys.Mkdir(name, 0o755); err != nil {
+						fail <- err
+						return
+					}
+					dirs = append(dirs, name)
+					mu.Lock()
+					model[name] = nil
+					mu.Unlock()
+					continue
+				}
+				if err := fsys.CreateEmpty(name, 0o644); err != nil {
+					fail <- err
+					return
+				}
+				data := make([]byte, rng.Intn(20000))
+				rng.Read(data)
+				f, err := fsys.OpenFile(name)
+				if err == nil {
+					_, err = f.WriteAt(data, 0)
+					f.Close()
+				}
+				if err != nil {
+					fail <- err
+					return
+				}
+				mu.Lock()
+				model[name] = data
+				mu.Unlock()
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := fsys.ReadDir("shared"); err != nil {
+				fail <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	rwg.Wait()
+	close(fail)
+	for err := range fail {
+		t.Fatal(err)
+	}
+	final, _ := fsys.WriteCounters()
+	t.Logf("changes %d, in parallel %d", final.Changes, final.ParallelChanges)
+	compare := func(who string, read func(string) ([]byte, error), isDir func(string) bool) {
+		t.Helper()
+		for name, data := range model {
+			if data == nil {
+				if !isDir(name) {
+					t.Errorf("%s: %s is not a directory", who, name)
+				}
+				continue
+			}
+			if b, err := read(name); err != nil || !bytes.Equal(b, data) {
+				t.Errorf("%s: %s differs (%v)", who, name, err)
+			}
+		}
+	}
+	compare("ours", fsys.ReadFile, func(n string) bool { st, err := fs.Stat(fsys, n); return err == nil && st.IsDir() })
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	if !btrfstest.Interop() {
+		return
+	}
+	mnt := btrfstest.Mount(t, "ro", img)
+	compare("kernel", func(n string) ([]byte, error) { return os.ReadFile(filepath.Join(mnt, n)) },
+		func(n string) bool { st, err := os.Stat(filepath.Join(mnt, n)); return err == nil && st.IsDir() })
+	for _, n := range []string{"d0/x", "e1/l", "e3/p", "e0/f2"} {
+		if _, err := os.Lstat(filepath.Join(mnt, n)); err != nil {
+			t.Errorf("kernel: %v", err)
 		}
 	}
 }

@@ -120,7 +120,9 @@ func (c *wctx) unlink(parent, in *winode, base string, ref backref, now time.Tim
 // the parent's size. The inode the name points at is left as it is.
 func (c *wctx) dropName(parent *winode, base string, ref backref) error {
 	// Every path resolved through this name is now wrong.
+	c.cache.mu.Lock()
 	clear(c.cache.dirs)
+	c.cache.mu.Unlock()
 	name := []byte(base)
 	dk := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
 	if err := c.removeHashed(dk, name); err != nil {

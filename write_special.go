@@ -26,7 +26,7 @@ func (fsys *FS) Symlink(target, name string) error {
 // SymlinkWith is Symlink with the owner of opts (a symlink takes no ACL
 // and no umask).
 func (fsys *FS) SymlinkWith(target, name string, opts *CreateOptions) error {
-	err := fsys.change("symlink", name, func(c *wctx) (bool, error) {
+	err := fsys.createChange(opts)("symlink", name, func(c *wctx) (bool, error) {
 		limit := fsys.maxInline()
 		switch {
 		case target == "":
@@ -85,7 +85,7 @@ func (fsys *FS) Mknod(name string, mode fs.FileMode, dev uint64) error {
 // MknodWith is Mknod with the owner, umask and inheritance of opts, as
 // for CreateEmptyWith.
 func (fsys *FS) MknodWith(name string, mode fs.FileMode, dev uint64, opts *CreateOptions) error {
-	return fsys.change("mknod", name, func(c *wctx) (bool, error) {
+	return fsys.createChange(opts)("mknod", name, func(c *wctx) (bool, error) {
 		lmode, rdev, err := nodeMode(mode, dev)
 		if err != nil {
 			return false, err

@@ -95,8 +95,10 @@ func (fsys *FS) deleteSubvolumeOnce(name string) error {
 			return false, err
 		}
 		// From here on the change is under way.
+		c.cache.mu.Lock()
 		clear(c.cache.dirs)
 		delete(c.cache.shared, id)
+		c.cache.mu.Unlock()
 		if err := c.removeHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(base))}, []byte(base)); err != nil {
 			return true, err
 		}
