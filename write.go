@@ -303,7 +303,7 @@ type changeReq struct {
 	// resolve, when set, finds the one directory the change edits
 	// (changeInDir), before a parallel run.
 	resolve func(c *wctx) (*dirKey, error)
-	err error
+	err     error
 	// finishAfter, when set, is run by the change's own goroutine after
 	// the lock is released (a commit the change started).
 	finishAfter func() error
