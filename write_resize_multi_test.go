@@ -87,6 +87,16 @@ func keepOnFailure(t *testing.T, devs []string) {
 	}
 }
 
+// blockGroupsOf is the block groups of an open filesystem's last commit.
+func blockGroupsOf(t *testing.T, fsys *btrfs.FS) []btrfs.BlockGroupInfo {
+	t.Helper()
+	info, err := fsys.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.BlockGroups
+}
+
 // randomData is n random bytes.
 func randomData(r *rand.Rand, n int) []byte {
 	b := make([]byte, n)
@@ -177,10 +187,14 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 
 			size := devSize
 			const step = 32 << 20
-			moved, steps := 0, 0
+			moved, steps, cut, gone := 0, 0, 0, 0
 			for size >= 2*step {
 				rfs := openWritable(t, devs)
 				before := extentAddrs(t, rfs, files)
+				groups := map[uint64]uint64{}
+				for _, g := range blockGroupsOf(t, rfs) {
+					groups[g.Start] = g.Length
+				}
 				rfs.Close()
 				sum := multiSum(t, devs)
 				err := resizeMulti(t, devs, c.shrinkDev, size-step)
@@ -227,12 +241,35 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 						moved++
 					}
 				}
+				now := map[uint64]uint64{}
+				for _, g := range blockGroupsOf(t, rfs) {
+					now[g.Start] = g.Length
+				}
+				for start, length := range groups {
+					switch n, ok := now[start]; {
+					case !ok:
+						gone++
+					case n < length:
+						cut++
+					}
+				}
 				sameFiles(t, rfs, files)
 				rfs.Close()
 			}
-			t.Logf("device %d shrunk to %d MiB in %d steps, %d extents moved", c.shrinkDev, size>>20, steps, moved)
+			t.Logf("device %d shrunk to %d MiB in %d steps, %d extents moved, %d block groups cut, %d removed",
+				c.shrinkDev, size>>20, steps, moved, cut, gone)
 			if steps == 0 || moved == 0 {
 				t.Fatalf("%d shrinks, %d extents moved: want data moved", steps, moved)
+			}
+			switch {
+			case c.md == "raid10" || c.md == "raid5":
+				// Striped chunks (stripes shorter than the chunk) move
+				// whole, as the kernel moves them.
+				if cut != 0 {
+					t.Errorf("%d %s block groups cut", cut, c.md)
+				}
+			case gone == 0 && cut == 0:
+				t.Error("no block group cut or removed")
 			}
 			kernelSeesMulti(t, devs, files)
 			// The kernel writes more on the shrunk set.
