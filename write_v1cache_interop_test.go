@@ -339,3 +339,124 @@ func TestCrashDuringSpaceCacheV1Convert(t *testing.T) {
 		t.Error("no power loss left the old state")
 	}
 }
+
+// TestSpaceCacheV1BlockGroupZero writes a v1 space cache filesystem whose
+// first block group is at logical 0: btrfs-progs' fsck test image 012
+// (made by an old mkfs.btrfs; mkfs.btrfs 6.2 and 6.19 start at 13 MiB),
+// grown by the kernel under space_cache=v1 so that it writes a cache file
+// (for a group of 100 MiB or more). No free-space tree passes btrfs check
+// on such a filesystem (it reports "there is no free space entry for
+// 0-65536", also after the kernel's own space_cache=v2 conversion, which
+// this test shows), so the first commit removes the cache files without
+// converting, as the kernel's clear_cache,nospace_cache mount does: check
+// (6.2, and 6.19 where GOBTRFS_PROGS_DIR names it) is clean, the cache
+// files are gone, cache_generation is 0 and there is no free-space tree;
+// the kernel shows our files, writes more, and check stays clean; we
+// write on.
+func TestSpaceCacheV1BlockGroupZero(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	const name = "012-leaf-corruption__good.img"
+	orig := btrfstest.RestoreFsckImage(t, name)
+	ro, err := btrfs.Open(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ro.Info()
+	ro.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.BlockGroups) == 0 || info.BlockGroups[0].Start != 0 {
+		t.Fatalf("%s: block groups %+v, want one at logical 0", name, info.BlockGroups)
+	}
+	r := rand.New(rand.NewChaCha8([32]byte{42}))
+	if err := os.Truncate(orig, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	dir := btrfstest.Mount(t, "space_cache=v1", orig)
+	if out, err := exec.Command("btrfs", "filesystem", "resize", "max", dir).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs filesystem resize max: %v\n%s", err, out)
+	}
+	files := map[string][]byte{"kernel-big": randomData(r, 40<<20)}
+	if err := os.WriteFile(filepath.Join(dir, "kernel-big"), files["kernel-big"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Unmount(t, dir)
+	st := spaceCacheState(t, orig)
+	if st.fst || st.cacheGen == 0 || st.headers == 0 {
+		t.Fatalf("the kernel left %+v, want a v1 space cache with a cache file", st)
+	}
+	t.Logf("v1 image: %+v", st)
+	btrfstest.Check(t, []string{orig}, false)
+
+	// Why not convert: the kernel's conversion of the same image.
+	kimg := filepath.Join(t.TempDir(), "kernel.img")
+	if out, err := exec.Command("cp", "--sparse=always", orig, kimg).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	btrfstest.Unmount(t, btrfstest.Mount(t, "space_cache=v2", kimg))
+	if out, err := exec.Command("btrfs", "check", "--readonly", kimg).CombinedOutput(); err == nil {
+		t.Logf("btrfs check now accepts the kernel's free-space tree of a block group at 0: the conversion could be made (docs/design/0021)")
+	} else if !strings.Contains(string(out), "no free space entry for 0-65536") {
+		t.Errorf("btrfs check of the kernel's conversion: %v\n%s", err, out)
+	}
+
+	fsys, err := btrfs.OpenWritable(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRandomFiles(t, fsys, r, "ours", 8, 300<<10, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := spaceCacheState(t, orig); st.fst || st.cacheGen != 0 || st.headers != 0 || st.inodes != 0 {
+		t.Fatalf("after our commit: %+v, want no free-space tree, cache generation 0 and no cache files", st)
+	}
+	// The image's own data blocks were zeroed by btrfs-image: no data
+	// checksums to check.
+	btrfstest.Check(t, []string{orig}, false)
+	btrfstest.CheckNewer(t, orig, false)
+	dir = btrfstest.Mount(t, "", orig)
+	for name, data := range files {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: the kernel reads %d bytes, %v; want %d", name, len(got), err, len(data))
+		}
+	}
+	kfiles := map[string][]byte{"kernel-a": randomData(r, 200<<10), "kernel-b": []byte("kernel\n")}
+	for name, data := range kfiles {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "ours0")); err != nil {
+		t.Fatal(err)
+	}
+	delete(files, "ours0")
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{orig}, false)
+	maps.Copy(files, kfiles)
+	fsys, err = btrfs.OpenWritable(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, fsys, files)
+	if err := writeRandomFiles(t, fsys, r, "again", 4, 100<<10, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{orig}, false)
+	btrfstest.CheckNewer(t, orig, false)
+	dir = btrfstest.Mount(t, "ro", orig)
+	for name, data := range files {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: the kernel reads %d bytes, %v; want %d", name, len(got), err, len(data))
+		}
+	}
+	btrfstest.Unmount(t, dir)
+}
