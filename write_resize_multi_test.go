@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -97,6 +98,24 @@ func blockGroupsOf(t *testing.T, fsys *btrfs.FS) []btrfs.BlockGroupInfo {
 	return info.BlockGroups
 }
 
+// groupStartsMulti is the starts of the block groups of type typ of the
+// set devs.
+func groupStartsMulti(t *testing.T, devs []string, typ string) []uint64 {
+	t.Helper()
+	fsys, err := btrfs.Open(devs[0], &btrfs.Options{Devices: devs[1:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	var out []uint64
+	for _, g := range blockGroupsOf(t, fsys) {
+		if g.Type == typ {
+			out = append(out, g.Start)
+		}
+	}
+	return out
+}
+
 // randomData is n random bytes.
 func randomData(r *rand.Rand, n int) []byte {
 	b := make([]byte, n)
@@ -108,7 +127,8 @@ func randomData(r *rand.Rand, n int) []byte {
 
 // TestResizeShrinkMultiDevice shrinks one device of multi-device
 // filesystems made by mkfs.btrfs, with data and metadata in RAID1,
-// RAID10, RAID5 and RAID1C3 (and single data on several devices), filled
+// RAID10, RAID5, RAID6, RAID1C3 with single data and RAID1C4 with RAID0
+// data, filled
 // by the kernel and by us, step by step until what it holds no longer
 // fits: each step moves the chunks with a stripe past the new end (the
 // files' extents change address; RAID chunks take stripes on the devices
@@ -127,18 +147,23 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 		data, md  string
 		shrinkDev uint64
 		fileSize  int
+		// movesSystem: the shrink moves mkfs.btrfs's SYSTEM chunk
+		// (on device 1 at 21 MiB), so the sys_chunk_array changes.
+		movesSystem bool
 	}{
 		// Sizes that make the files fill more than one data chunk
 		// (mkfs.btrfs's first, then 10% of the filesystem each).
-		{"raid1", 2, 256 << 20, "raid1", "raid1", 2, 2 << 20},
-		{"raid10", 4, 256 << 20, "raid10", "raid10", 3, 4 << 20},
+		{"raid1", 2, 256 << 20, "raid1", "raid1", 2, 2 << 20, false},
+		{"raid10", 4, 256 << 20, "raid10", "raid10", 3, 4 << 20, false},
 		// Four devices: when the shrunk one is full, new chunks still
 		// have three stripes. (A two-stripe RAID5 chunk, which the
 		// kernel makes too when only two devices have room, fails
 		// btrfs check 6.2's --check-data-csum on its rebuilt copies
 		// even when the kernel wrote it: a btrfs-progs bug.)
-		{"raid5", 4, 128 << 20, "raid5", "raid5", 1, 2 << 20},
-		{"raid1c3-single-data", 3, 128 << 20, "single", "raid1c3", 2, 2 << 20},
+		{"raid5", 4, 128 << 20, "raid5", "raid5", 1, 2 << 20, true},
+		{"raid1c3-single-data", 3, 128 << 20, "single", "raid1c3", 2, 2 << 20, false},
+		{"raid6", 4, 256 << 20, "raid6", "raid6", 2, 4 << 20, false},
+		{"raid0-raid1c4", 4, 128 << 20, "raid0", "raid1c4", 4, 2 << 20, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			devSize := c.devSize
@@ -185,10 +210,14 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 			}
 			btrfstest.Check(t, devs, true)
 
+			system := groupStartsMulti(t, devs, "SYSTEM")
 			size := devSize
 			const step = 32 << 20
 			moved, steps, cut, gone := 0, 0, 0, 0
-			for size >= 2*step {
+			// Down to 16 MiB: past the first chunks mkfs.btrfs made,
+			// SYSTEM among them (on device 1 at 21 MiB).
+			for size > 16<<20 {
+				next := max(size-step, 16<<20)
 				rfs := openWritable(t, devs)
 				before := extentAddrs(t, rfs, files)
 				groups := map[uint64]uint64{}
@@ -197,9 +226,9 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 				}
 				rfs.Close()
 				sum := multiSum(t, devs)
-				err := resizeMulti(t, devs, c.shrinkDev, size-step)
+				err := resizeMulti(t, devs, c.shrinkDev, next)
 				if errors.Is(err, btrfs.ErrNoSpace) {
-					t.Logf("shrinking device %d to %d MiB refused: %v", c.shrinkDev, (size-step)>>20, err)
+					t.Logf("shrinking device %d to %d MiB refused: %v", c.shrinkDev, next>>20, err)
 					if !strings.Contains(err.Error(), fmt.Sprintf("device %d", c.shrinkDev)) || !strings.Contains(err.Error(), "bytes more would be needed") {
 						t.Errorf("the refusal does not name the device and the bytes missing: %v", err)
 					}
@@ -209,9 +238,9 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 					break
 				}
 				if err != nil {
-					t.Fatalf("shrink device %d to %d: %v", c.shrinkDev, size-step, err)
+					t.Fatalf("shrink device %d to %d: %v", c.shrinkDev, next, err)
 				}
-				size -= step
+				size = next
 				steps++
 				btrfstest.Check(t, devs, true)
 				rfs = openWritable(t, devs)
@@ -261,8 +290,11 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 			if steps == 0 || moved == 0 {
 				t.Fatalf("%d shrinks, %d extents moved: want data moved", steps, moved)
 			}
+			if now := groupStartsMulti(t, devs, "SYSTEM"); c.movesSystem && slices.Equal(now, system) {
+				t.Errorf("the SYSTEM block groups %v did not move", system)
+			}
 			switch {
-			case c.md == "raid10" || c.md == "raid5":
+			case c.md == "raid10" || c.md == "raid5" || c.md == "raid6":
 				// Striped chunks (stripes shorter than the chunk) move
 				// whole, as the kernel moves them.
 				if cut != 0 {
