@@ -127,8 +127,8 @@ func randomData(r *rand.Rand, n int) []byte {
 
 // TestResizeShrinkMultiDevice shrinks one device of multi-device
 // filesystems made by mkfs.btrfs, with data and metadata in RAID1,
-// RAID10, RAID5, RAID6, RAID1C3 with single data and RAID1C4 with RAID0
-// data, filled
+// RAID10, RAID5, RAID6, RAID1C3 with single data, RAID1C4 with RAID0
+// data and DUP with single data, filled
 // by the kernel and by us, step by step until what it holds no longer
 // fits: each step moves the chunks with a stripe past the new end (the
 // files' extents change address; RAID chunks take stripes on the devices
@@ -164,6 +164,7 @@ func TestResizeShrinkMultiDevice(t *testing.T) {
 		{"raid1c3-single-data", 3, 128 << 20, "single", "raid1c3", 2, 2 << 20, false},
 		{"raid6", 4, 256 << 20, "raid6", "raid6", 2, 4 << 20, false},
 		{"raid0-raid1c4", 4, 128 << 20, "raid0", "raid1c4", 4, 2 << 20, false},
+		{"single-dup", 2, 128 << 20, "single", "dup", 1, 2 << 20, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			devSize := c.devSize
