@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/chunk"
@@ -461,6 +462,7 @@ func (t *Txn) shrinkDevItems(dev disk.DevID, freed map[disk.DevID]uint64, total 
 			ids = append(ids, id)
 		}
 	}
+	slices.Sort(ids[1:]) // the same tree edits in the same order every time
 	for _, id := range ids {
 		k := disk.Key{ObjectID: disk.DevItemsObjectID, Type: disk.DevItemKey, Offset: uint64(id)}
 		err = ct.UpdateItem(t.tx, k, func(b []byte) error {
