@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
-	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // Resize commits the running changes and then makes device devid size
@@ -19,9 +18,11 @@ import (
 // superblock mirrors (64 MiB, 256 GiB) are written by the commit, and the
 // new bytes take chunks as the others do.
 //
-// Shrinking (single-device filesystems) removes the chunks past the new
-// end and moves what they hold below it; see docs/design/0018-resize.md
-// for what can move. An image file is then truncated to size. size is
+// Shrinking removes the chunks past the new end and moves what they hold
+// below it, or (on a filesystem of several devices) to chunks with
+// stripes on the devices that have room; see docs/design/0018-resize.md
+// for what can move. The device's image file is then truncated to size.
+// size is
 // rounded down to a multiple of 64 KiB when shrinking (whole chunk
 // stripe elements) and to the sector size when growing. On an error the
 // filesystem on disk is as the last commit left it.
@@ -35,7 +36,7 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 	if w.dead != nil {
 		return 0, &fs.PathError{Op: "resize", Path: w.path, Err: fmt.Errorf("%w: %w", ErrAborted, w.dead)}
 	}
-	old, err = fsys.deviceTotal(devid)
+	old, path, err := fsys.deviceTotal(devid)
 	if err != nil {
 		return 0, err
 	}
@@ -59,7 +60,7 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 	if grow {
 		err = t.Grow(disk.DevID(devid), size)
 	} else {
-		err = fsys.shrinkTo(t, devid, size)
+		err = t.ShrinkDevice(disk.DevID(devid), size)
 	}
 	if err != nil {
 		t.Abort()
@@ -73,8 +74,8 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 		return old, err
 	}
 	if !grow {
-		if fi, err := os.Stat(w.path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
-			if err := os.Truncate(w.path, int64(size)); err != nil {
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
+			if err := os.Truncate(path, int64(size)); err != nil {
 				return old, err
 			}
 		}
@@ -82,31 +83,20 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 	return old, nil
 }
 
-// shrinkTo shrinks in t: single-device filesystems only.
-func (fsys *FS) shrinkTo(t *txn.Txn, devid uint64, size uint64) error {
-	if len(fsys.w.opts.Devices) > 0 || fsys.sb.NumDevices != 1 {
-		return fmt.Errorf("%w: shrinking a filesystem of %d devices", ErrUnsupported, fsys.sb.NumDevices)
-	}
-	if devid != uint64(fsys.sb.DevItem.DevID) {
-		return fmt.Errorf("invalid device id %d", devid)
-	}
-	return t.ShrinkTo(size)
-}
-
-// deviceTotal is the committed size of device devid, or an error naming
-// the devices there are.
-func (fsys *FS) deviceTotal(devid uint64) (uint64, error) {
+// deviceTotal is the committed size of device devid and the path it was
+// opened from, or an error naming the devices there are.
+func (fsys *FS) deviceTotal(devid uint64) (uint64, string, error) {
 	devs, err := fsys.devices()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	for _, d := range devs {
 		if d.ID == devid {
 			if d.Missing {
-				return 0, &fs.PathError{Op: "resize", Path: fsys.w.path, Err: fmt.Errorf("device %d is missing", devid)}
+				return 0, "", &fs.PathError{Op: "resize", Path: fsys.w.path, Err: fmt.Errorf("device %d is missing", devid)}
 			}
-			return d.TotalBytes, nil
+			return d.TotalBytes, d.Path, nil
 		}
 	}
-	return 0, &fs.PathError{Op: "resize", Path: fsys.w.path, Err: fmt.Errorf("invalid device id %d", devid)}
+	return 0, "", &fs.PathError{Op: "resize", Path: fsys.w.path, Err: fmt.Errorf("invalid device id %d", devid)}
 }

@@ -339,3 +339,203 @@ func TestCrashDuringSpaceCacheV1Convert(t *testing.T) {
 		t.Error("no power loss left the old state")
 	}
 }
+
+// blockGroupZeroV1Image is a v1 space cache filesystem whose first block
+// group is at logical 0: btrfs-progs' fsck test image 012 (made by an old
+// mkfs.btrfs; mkfs.btrfs 6.2 and 6.19 start at 13 MiB), emptied and
+// grown to 1 GiB by the kernel under space_cache=v1, which then writes
+// files (their data real: btrfs-image zeroed the image's own) and a cache
+// file for a new group of 100 MiB or more. It returns the image and the
+// kernel's files.
+func blockGroupZeroV1Image(t *testing.T, r *rand.Rand) (string, map[string][]byte) {
+	t.Helper()
+	const name = "012-leaf-corruption__good.img"
+	img := btrfstest.RestoreFsckImage(t, name)
+	ro, err := btrfs.Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ro.Info()
+	ro.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.BlockGroups) == 0 || info.BlockGroups[0].Start != 0 {
+		t.Fatalf("%s: block groups %+v, want one at logical 0", name, info.BlockGroups)
+	}
+	if err := os.Truncate(img, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	dir := btrfstest.Mount(t, "space_cache=v1", img)
+	if out, err := exec.Command("btrfs", "filesystem", "resize", "max", dir).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs filesystem resize max: %v\n%s", err, out)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string][]byte{"kernel-big": randomData(r, 40<<20)}
+	for i, n := range []int{0, 100, 3000, 70000, 300000} {
+		files[fmt.Sprintf("kernel%d", i)] = randomData(r, n)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	btrfstest.Unmount(t, dir)
+	st := spaceCacheState(t, img)
+	if st.fst || st.cacheGen == 0 || st.headers == 0 {
+		t.Fatalf("the kernel left %+v, want a v1 space cache with a cache file", st)
+	}
+	t.Logf("v1 image: %+v", st)
+	btrfstest.Check(t, []string{img}, true)
+	return img, files
+}
+
+// requireCleared fails unless img is as the kernel leaves a v1
+// filesystem mounted with clear_cache,nospace_cache: no free-space tree,
+// cache generation 0, no cache file left.
+func requireCleared(t *testing.T, img string) {
+	t.Helper()
+	if st := spaceCacheState(t, img); st.fst || st.cacheGen != 0 || st.headers != 0 || st.inodes != 0 {
+		t.Fatalf("after our commit: %+v, want no free-space tree, cache generation 0 and no cache files", st)
+	}
+}
+
+// TestSpaceCacheV1BlockGroupZero writes a v1 space cache filesystem whose
+// first block group is at logical 0 (blockGroupZeroV1Image). No
+// free-space tree passes btrfs check on such a filesystem (it reports
+// "there is no free space entry for 0-65536", also after the kernel's own
+// space_cache=v2 conversion, which this test shows), so the first commit
+// removes the cache files without converting, as the kernel's
+// clear_cache,nospace_cache mount does: check --check-data-csum (6.2, and
+// 6.19 where GOBTRFS_PROGS_DIR names it) is clean, the cache files are
+// gone, cache_generation is 0 and there is no free-space tree; the kernel
+// shows the files, writes and removes, and check stays clean; we write
+// on.
+func TestSpaceCacheV1BlockGroupZero(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	r := rand.New(rand.NewChaCha8([32]byte{42}))
+	orig, files := blockGroupZeroV1Image(t, r)
+
+	// Why not convert: the kernel's conversion of the same image.
+	kimg := filepath.Join(t.TempDir(), "kernel.img")
+	if out, err := exec.Command("cp", "--sparse=always", orig, kimg).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	btrfstest.Unmount(t, btrfstest.Mount(t, "space_cache=v2", kimg))
+	if out, err := exec.Command("btrfs", "check", "--readonly", kimg).CombinedOutput(); err == nil {
+		t.Logf("btrfs check now accepts the kernel's free-space tree of a block group at 0: the conversion could be made (docs/design/0021)")
+	} else if !strings.Contains(string(out), "no free space entry for 0-65536") {
+		t.Errorf("btrfs check of the kernel's conversion: %v\n%s", err, out)
+	}
+
+	fsys, err := btrfs.OpenWritable(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, fsys, files)
+	if err := writeRandomFiles(t, fsys, r, "ours", 8, 300<<10, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Remove("kernel2"); err != nil {
+		t.Fatal(err)
+	}
+	delete(files, "kernel2")
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	requireCleared(t, orig)
+	btrfstest.Check(t, []string{orig}, true)
+	btrfstest.CheckNewer(t, orig, true)
+	kernelSees(t, orig, files)
+	dir := btrfstest.Mount(t, "", orig)
+	kfiles := map[string][]byte{"kernel-a": randomData(r, 200<<10), "kernel-b": []byte("kernel\n")}
+	for name, data := range kfiles {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "ours0")); err != nil {
+		t.Fatal(err)
+	}
+	delete(files, "ours0")
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{orig}, true)
+	maps.Copy(files, kfiles)
+	fsys, err = btrfs.OpenWritable(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, fsys, files)
+	if err := writeRandomFiles(t, fsys, r, "again", 4, 100<<10, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{orig}, true)
+	btrfstest.CheckNewer(t, orig, true)
+	kernelSees(t, orig, files)
+}
+
+// TestCrashDuringSpaceCacheV1Clear cuts the power during the first
+// commit on a v1 filesystem with a block group at logical 0 (the commit
+// that removes its cache files without converting), at every sync and
+// superblock write and a sample of the other writes: every image left
+// opens, holds the files of before or after, passes check with data
+// checksums, and keeps its cache files exactly when it holds the old
+// files.
+func TestCrashDuringSpaceCacheV1Clear(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0x52))
+	img0, before := blockGroupZeroV1Image(t, rand.New(rand.NewChaCha8([32]byte{43})))
+	base := readImage(t, img0)
+	ops, after := genDataOps(rng, before, 10)
+	for _, o := range ops {
+		t.Logf("op: %s", o.desc)
+	}
+	work := filepath.Join(t.TempDir(), "work.img")
+	check := filepath.Join(t.TempDir(), "crash.img")
+	var opts btrfs.Options
+	ref := runWithLoss(t, base, work, &opts, nil, ops, lossPoint{}, false, rng)
+	if ref.err != nil {
+		t.Fatalf("transaction without a power loss: %v", ref.err)
+	}
+	if st := crashState(t, ref, check, before, after, "no loss"); st != "after" {
+		t.Fatalf("transaction without a power loss left the %s state", st)
+	}
+	requireCleared(t, check)
+	pts := dataLossPoints(ref.ops, rng, longTests())
+	t.Logf("transaction made %d writes, %d syncs; trying %d loss points",
+		ref.count[blockdev.OpWrite], ref.count[blockdev.OpSync], len(pts))
+	states := map[string]int{}
+	for i, lp := range pts {
+		torn := i%2 == 1
+		run := runWithLoss(t, base, work, &opts, nil, ops, lp, torn, rng)
+		what := fmt.Sprintf("loss at %s %d (torn %v)", lp.op, lp.n, torn)
+		if !run.lost || run.err == nil {
+			t.Fatalf("%s: lost %v, transaction error %v", what, run.lost, run.err)
+		}
+		state := crashState(t, run, check, before, after, what)
+		states[state]++
+		st := spaceCacheState(t, check)
+		switch {
+		case state == "after" && (st.fst || st.cacheGen != 0 || st.headers != 0 || st.inodes != 0):
+			t.Fatalf("%s: the new files, but the space cache %+v", what, st)
+		case state == "before" && (st.fst || st.cacheGen == 0 || st.headers == 0):
+			t.Fatalf("%s: the old files, but the space cache %+v", what, st)
+		}
+	}
+	t.Logf("after the losses: %d times the old state, %d times the new", states["before"], states["after"])
+	if states["before"] == 0 {
+		t.Error("no power loss left the old state")
+	}
+}

@@ -128,9 +128,10 @@ func newFilesystemResizeCommand() *cobra.Command {
 btrfs filesystem resize does on a mount: SIZE is the new size, +SIZE and
 -SIZE change it by that much, max makes it as large as the device (an image
 file's size). Growing an image file past its end extends the file; a block
-device cannot grow. Shrinking truncates an image file, and moves what the
-chunks past the new end hold below it (single-device filesystems); when it
-cannot fit, nothing changes. Suffixes are binary: 1k is 1024 bytes.`,
+device cannot grow. Shrinking truncates the device's image file, and moves
+what the chunks past the new end hold elsewhere (on a multi-device
+filesystem, to chunks on the devices with room; name the other devices
+with --device); when it cannot fit, nothing changes. Suffixes are binary: 1k is 1024 bytes.`,
 		// -1G is a size, not a flag: the command sorts its arguments
 		// itself (progs' getopt stops at the size the same way).
 		DisableFlagParsing: true,

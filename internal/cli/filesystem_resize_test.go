@@ -145,3 +145,34 @@ func TestFilesystemResizeBlockDevice(t *testing.T) {
 	btrfstest.Unmount(t, dir)
 	btrfstest.Check(t, []string{dev}, true)
 }
+
+// TestFilesystemResizeMultiDevice shrinks and grows device 2 of a RAID1
+// pair named with --device, as `btrfs filesystem resize 2:-SIZE` does on
+// a mount: the line names device 2 and its file, which is cut to the new
+// size; a shrink that cannot fit names the device and the bytes missing.
+func TestFilesystemResizeMultiDevice(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	devs := btrfstest.MkfsMulti(t, btrfstest.MkfsOptions{Size: 256 << 20, DataProfile: "raid1", MetadataProfile: "raid1"})
+	path := canonicalPath(devs[1])
+	for _, c := range []struct {
+		arg, from, to string
+		file          int64
+	}{
+		{"2:-64M", "256.00MiB", "192.00MiB", 192 << 20},
+		{"2:+32M", "192.00MiB", "224.00MiB", 224 << 20},
+	} {
+		out := ok(t, "filesystem", "resize", "--device", devs[1], c.arg, devs[0])
+		if want := "Resize device id 2 (" + path + ") from " + c.from + " to " + c.to + "\n"; out != want {
+			t.Errorf("resize %s: %q, want %q", c.arg, out, want)
+		}
+		if fi, err := os.Stat(devs[1]); err != nil || fi.Size() != c.file {
+			t.Errorf("resize %s: device 2's file: %v, want %d bytes", c.arg, err, c.file)
+		}
+		btrfstest.Check(t, devs, false)
+	}
+	_, stderr, code := run(t, "filesystem", "resize", "--device", devs[1], "2:4M", devs[0])
+	if code != ExitFailure || !strings.Contains(stderr, "No space left on device") || !strings.Contains(stderr, "device 2") {
+		t.Errorf("shrinking device 2 to 4 MiB: exit %d, %q", code, stderr)
+	}
+	btrfstest.Check(t, devs, false)
+}

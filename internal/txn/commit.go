@@ -117,6 +117,9 @@ func (t *Txn) Prepare() (*Flight, error) {
 	fs.flightMu.Unlock()
 	// The next transaction builds on this one: its generation, its roots.
 	fs.sb = sb
+	if t.v1Cleared {
+		fs.v1 = nil
+	}
 	if t.fstCreated {
 		fs.hasFST, fs.v1 = true, nil
 	}

@@ -125,10 +125,10 @@ type relocPlan struct {
 	drops []shrinkCut
 }
 
-// dropEmptyBelow removes (in memory) empty chunks that lie wholly below
-// size, until want device bytes are freed, keeping a chunk of every type
-// that neither moves nor goes; their device ranges become unallocated.
-// t.mu held.
+// dropEmptyBelow removes (in memory) empty chunks with no stripe on dev
+// past size, until want device bytes are freed, keeping a chunk of every
+// type that neither moves nor goes; their device ranges (on every device
+// they use) become unallocated. t.mu held.
 func (t *Txn) dropEmptyBelow(g *growth, dev disk.DevID, size uint64, moving map[uint64]bool, want uint64) []shrinkCut {
 	var drops []shrinkCut
 	var got uint64
@@ -150,12 +150,12 @@ func (t *Txn) dropEmptyBelow(g *growth, dev disk.DevID, size uint64, moving map[
 		if got >= want {
 			break
 		}
-		if moving[uint64(c.Logical())] || (c.Profile() != chunk.Single && c.Profile() != chunk.DUP) {
+		if moving[uint64(c.Logical())] {
 			continue
 		}
 		below := true
 		for k := 0; k < c.NumStripes(); k++ {
-			if s := c.Stripe(k); s.DevID != dev || uint64(s.Offset)+c.StripeSize() > size {
+			if s := c.Stripe(k); s.DevID == dev && uint64(s.Offset)+c.StripeSize() > size {
 				below = false
 			}
 		}
@@ -169,12 +169,22 @@ func (t *Txn) dropEmptyBelow(g *growth, dev disk.DevID, size uint64, moving map[
 		}
 		gone[uint64(c.Logical())] = true
 		for _, s := range cut.old.Stripes {
-			g.free[dev].Insert(uint64(s.Offset), uint64(s.Offset)+cut.oldStripe)
+			g.free[s.DevID].Insert(uint64(s.Offset), uint64(s.Offset)+cut.oldStripe)
 			got += cut.oldStripe
 		}
 		drops = append(drops, cut)
 	}
 	return drops
+}
+
+// cuttable reports whether a chunk of profile p can be cut (its stripes
+// shortened alike): those whose stripes each hold the whole chunk.
+func cuttable(p chunk.Profile) bool {
+	switch p {
+	case chunk.Single, chunk.DUP, chunk.RAID1, chunk.RAID1C3, chunk.RAID1C4:
+		return true
+	}
+	return false
 }
 
 // planRelocation picks the groups of the chunks past size on dev that
@@ -213,8 +223,11 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 			if !onDev || keep == c.StripeSize() {
 				continue
 			}
-			if c.Profile() != chunk.Single && c.Profile() != chunk.DUP {
-				return fmt.Errorf("%w: shrinking past %s chunk %d", ErrUnsupported, c.Profile(), c.Logical())
+			if !cuttable(c.Profile()) {
+				// Striped (RAID0, RAID10, RAID5, RAID6): a stripe is
+				// not the chunk's length; the chunk moves whole, as
+				// the kernel moves every chunk.
+				keep = 0
 			}
 			grp := t.fs.space.Group(uint64(c.Logical()))
 			if grp == nil || grp.Start != uint64(c.Logical()) || grp.Length != c.Length() {
@@ -228,7 +241,8 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 				// the last of its type (empty, as balance leaves one).
 				if !t.removable(c) {
 					if err := t.growLocked(c.Type() & disk.BlockGroupTypeMask); err != nil {
-						return fmt.Errorf("chunk %d: a chunk to replace it: %w", c.Logical(), err)
+						return fmt.Errorf("chunk %d past %d on device %d is the last of its type: a chunk to replace it (%d bytes a stripe at least): %w",
+							c.Logical(), size, dev, minStripe, err)
 					}
 				}
 			case keep >= minStripe && used <= keep:
@@ -266,9 +280,9 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 		stripes[typ] = uint64(c.NumStripes())
 		r := relocRange{grp: grp, from: grp.Start}
 		if p.keep >= minStripe {
-			// Only what lies past the cut moves (SINGLE and DUP: the
-			// chunk's offsets are its stripes' offsets); the kernel
-			// moves whole chunks, which needs more room.
+			// Only what lies past the cut moves (SINGLE, DUP, RAID1*:
+			// the chunk's offsets are its stripes' offsets); the
+			// kernel moves whole chunks, which needs more room.
 			r.from = grp.Start + p.keep
 			cutAt[grp.Start] = r.from
 		} else {
@@ -313,8 +327,11 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 				dataFree = append(dataFree, free)
 			}
 		}
-		holes := g.free[dev].Clone()
-		sim := &growth{free: map[disk.DevID]*alloc.Extents{dev: &holes}}
+		sim := &growth{free: map[disk.DevID]*alloc.Extents{}}
+		for id, e := range g.free {
+			holes := e.Clone()
+			sim.free[id] = &holes
+		}
 		// newChunk places a simulated chunk of type want, returning its
 		// length (0: no room).
 		newChunk := func(want uint64) uint64 {
@@ -327,7 +344,7 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 				return 0
 			}
 			for _, st := range nc.item.Stripes {
-				holes.Remove(uint64(st.Offset), uint64(st.Offset)+nc.stripe)
+				sim.free[st.DevID].Remove(uint64(st.Offset), uint64(st.Offset)+nc.stripe)
 			}
 			return nc.item.Length
 		}
@@ -382,8 +399,8 @@ func (t *Txn) planRelocation(g *growth, dev disk.DevID, size uint64) (*relocPlan
 		for _, n := range need {
 			used += n
 		}
-		return nil, fmt.Errorf("%w: the %d bytes in use in the chunks past %d do not fit below it (%d bytes more would be needed)",
-			alloc.ErrNoSpace, used, size, n)
+		return nil, fmt.Errorf("%w: the %d bytes in use in the chunks past %d on device %d do not fit elsewhere (%d bytes more would be needed)",
+			alloc.ErrNoSpace, used, size, dev, n)
 	}
 	for _, r := range plan.ranges {
 		if r.from == r.grp.Start {

@@ -104,27 +104,47 @@ func (t *Txn) growSizesDevices(g *growth) {
 	}
 }
 
-// ShrinkTo makes the single device end at size bytes (a multiple of 64
-// KiB, at least 1 MiB more than the reserved first MiB): chunks whose
-// stripes lie past it are removed when empty (another chunk of their type
-// remaining), cut when their used bytes end before it, and otherwise
-// emptied by relocation (relocate.go) and removed. It refuses, before
-// changing anything, what cannot move (shared extents: ErrShared) or fit
-// below size (alloc.ErrNoSpace). The device item, the superblock and the
-// chunk records follow as for Shrink. ShrinkTo must be the only change of
-// its transaction (it moves data first and then settles, which ends the
+// ShrinkTo is ShrinkDevice of the only device of a single-device
+// filesystem.
+func (t *Txn) ShrinkTo(size uint64) error {
+	if t.done {
+		return fmt.Errorf("txn: transaction %d already ended", t.gen)
+	}
+	dev, err := t.singleDevice()
+	if err != nil {
+		return err
+	}
+	return t.ShrinkDevice(dev, size)
+}
+
+// ShrinkDevice makes device dev end at size bytes (a multiple of 64 KiB,
+// at least 1 MiB more than the reserved first MiB), as the kernel's
+// btrfs_shrink_device does: chunks with a stripe on dev past size are
+// removed when empty (another chunk of their type remaining), cut when
+// their used bytes end before it (SINGLE, DUP and RAID1* chunks, whose
+// stripes are their length: every stripe, on every device, is cut
+// alike), and otherwise emptied by relocation (relocate.go) and removed;
+// what moves goes to chunks placed by the chunk allocator, which no
+// longer sees dev's bytes past size (a RAID1 chunk takes stripes on
+// the devices that have room). It refuses, before changing anything,
+// what cannot move (shared extents: ErrShared) or fit below size
+// (alloc.ErrNoSpace, naming the device and the bytes missing). The
+// device item, the superblock's total_bytes and dev_item and the chunk
+// records follow as for Shrink; the other devices' bytes_used lose the
+// stripes of removed chunks. ShrinkDevice must be the only change of its
+// transaction (it moves data first and then settles, which ends the
 // data calls); on an error the caller aborts. The caller truncates an
 // image file to size after the commit.
-func (t *Txn) ShrinkTo(size uint64) error {
+func (t *Txn) ShrinkDevice(dev disk.DevID, size uint64) error {
 	if t.done {
 		return fmt.Errorf("txn: transaction %d already ended", t.gen)
 	}
 	if err := t.loadAllSpace(); err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
-	dev, err := t.singleDevice()
-	if err != nil {
-		return err
+	m := t.fs.set.Members[dev]
+	if m == nil {
+		return fmt.Errorf("shrink: no device %d", dev)
 	}
 	if size%chunkAlign != 0 || size < devReserved+minStripe {
 		return fmt.Errorf("shrink: size %d is not a multiple of %d of at least %d", size, chunkAlign, devReserved+minStripe)
@@ -136,8 +156,7 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	if g.grown != nil || g.shrunk != nil || len(g.chunks) > 0 {
 		return fmt.Errorf("shrink: %w: resizing after other changes in one transaction", ErrUnsupported)
 	}
-	g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
-		items: map[disk.LogicalAddr]*disk.ChunkItem{}, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes}
+	g.shrunk = t.newShrinkState(dev)
 	if size >= g.shrunk.total {
 		return fmt.Errorf("shrink: device %d is %d bytes, not more than %d", dev, g.shrunk.total, size)
 	}
@@ -148,13 +167,13 @@ func (t *Txn) ShrinkTo(size uint64) error {
 	if err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
-	var freed uint64
+	freed := map[disk.DevID]uint64{}
 	for _, c := range plan.drops {
 		// Before any new chunk's items go in: one may take the room.
 		if err := t.applyCut(c); err != nil {
 			return fmt.Errorf("shrink: chunk %d: %w", c.logical, err)
 		}
-		freed += (c.oldStripe - c.newLen) * uint64(len(c.old.Stripes))
+		freedBy(c, freed)
 	}
 	if err := t.relocateData(plan); err != nil {
 		return fmt.Errorf("shrink: moving data: %w", err)
@@ -173,18 +192,18 @@ func (t *Txn) ShrinkTo(size uint64) error {
 		if err := t.applyCut(c); err != nil {
 			return fmt.Errorf("shrink: chunk %d: %w", c.logical, err)
 		}
-		freed += (c.oldStripe - c.newLen) * uint64(len(c.old.Stripes))
+		freedBy(c, freed)
 	}
-	if err := t.shrinkDevItem(dev, freed, size); err != nil {
+	if err := t.shrinkDevItems(dev, freed, size); err != nil {
 		return fmt.Errorf("shrink: %w", err)
 	}
-	g.shrunk.freed += freed
+	g.shrunk.addFreed(freed)
 	g.shrunk.total = size
 	if err := t.settle(); err != nil {
 		return fmt.Errorf("shrink: settle after: %w", err)
 	}
 	if after := t.deviceEnd(dev); after > size {
-		return fmt.Errorf("shrink: a chunk ends at %d, past the new end %d", after, size)
+		return fmt.Errorf("shrink: a chunk ends at %d, past the new end %d of device %d", after, size, dev)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/chunk"
@@ -23,9 +24,27 @@ type shrinkState struct {
 	// items is the current item of every committed chunk changed; nil
 	// means removed. The sys_chunk_array is rewritten from it.
 	items map[disk.LogicalAddr]*disk.ChunkItem
-	// freed is the device bytes no longer in dev extents (the device's
-	// bytes_used drops by it); total is the new device size.
-	freed, total uint64
+	// dev is the device shrunk and total its new size; freed is, per
+	// device, the bytes no longer in dev extents (its bytes_used drops
+	// by them: a removed RAID chunk frees stripes on other devices too).
+	dev   disk.DevID
+	total uint64
+	freed map[disk.DevID]uint64
+}
+
+// newShrinkState starts the record of a shrink of dev.
+func (t *Txn) newShrinkState(dev disk.DevID) *shrinkState {
+	return &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{}, items: map[disk.LogicalAddr]*disk.ChunkItem{},
+		dev: dev, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes, freed: map[disk.DevID]uint64{}}
+}
+
+// freedBy adds to freed the device bytes cut c frees on each device:
+// every stripe loses the same length (the stripe length of SINGLE, DUP
+// and RAID1* chunks is their length; other profiles are only removed).
+func freedBy(c shrinkCut, freed map[disk.DevID]uint64) {
+	for _, s := range c.old.Stripes {
+		freed[s.DevID] += c.oldStripe - c.newLen
+	}
 }
 
 // shrinkCut is one chunk change: newLen 0 removes the chunk.
@@ -87,8 +106,7 @@ func (t *Txn) Shrink() (uint64, error) {
 		return 0, fmt.Errorf("shrink: %w: growing and shrinking in one transaction", ErrUnsupported)
 	}
 	if g.shrunk == nil {
-		g.shrunk = &shrinkState{orig: map[disk.LogicalAddr]disk.ChunkItem{},
-			items: map[disk.LogicalAddr]*disk.ChunkItem{}, total: t.fs.set.Members[dev].Super.DevItem.TotalBytes}
+		g.shrunk = t.newShrinkState(dev)
 	}
 	cuts, err := t.planShrink(g, dev)
 	if err != nil {
@@ -96,18 +114,18 @@ func (t *Txn) Shrink() (uint64, error) {
 	}
 	end := t.deviceEnd(dev)
 	g.free[dev].Remove(end, ^uint64(0)) // chunks made from now on stay below the end
-	var freed uint64
+	freed := map[disk.DevID]uint64{}
 	for _, c := range cuts {
 		if err := t.applyCut(c); err != nil {
 			return 0, fmt.Errorf("shrink: chunk %d: %w", c.logical, err)
 		}
-		freed += (c.oldStripe - c.newLen) * uint64(len(c.old.Stripes)) // SINGLE/DUP: stripe = length
+		freedBy(c, freed)
 	}
 	if len(cuts) > 0 || end != g.shrunk.total {
-		if err := t.shrinkDevItem(dev, freed, end); err != nil {
+		if err := t.shrinkDevItems(dev, freed, end); err != nil {
 			return 0, fmt.Errorf("shrink: %w", err)
 		}
-		g.shrunk.freed += freed
+		g.shrunk.addFreed(freed)
 		g.shrunk.total = end
 	}
 	if err := t.settle(); err != nil {
@@ -424,29 +442,49 @@ func (t *Txn) rekeyFST(c shrinkCut) error {
 	return nil
 }
 
-// shrinkDevItem lowers bytes_used of dev's DEV_ITEM by freed and sets its
-// total_bytes to total.
-func (t *Txn) shrinkDevItem(dev disk.DevID, freed, total uint64) error {
+// addFreed adds freed to the bytes s records as freed per device.
+func (s *shrinkState) addFreed(freed map[disk.DevID]uint64) {
+	for id, n := range freed {
+		s.freed[id] += n
+	}
+}
+
+// shrinkDevItems lowers bytes_used of each device's DEV_ITEM by what
+// freed gives it, and sets total_bytes of dev's to total.
+func (t *Txn) shrinkDevItems(dev disk.DevID, freed map[disk.DevID]uint64, total uint64) error {
 	ct, err := t.Tree(disk.ChunkTreeObjectID)
 	if err != nil {
 		return err
 	}
-	k := disk.Key{ObjectID: disk.DevItemsObjectID, Type: disk.DevItemKey, Offset: uint64(dev)}
-	err = ct.UpdateItem(t.tx, k, func(b []byte) error {
-		var d disk.DevItem
-		if err := d.Decode(b); err != nil {
-			return err
+	ids := []disk.DevID{dev}
+	for id := range freed {
+		if id != dev {
+			ids = append(ids, id)
 		}
-		if d.BytesUsed < freed || d.BytesUsed-freed > total {
-			return disk.Corruptf("dev item %d: bytes_used %d, freeing %d, new size %d", dev, d.BytesUsed, freed, total)
+	}
+	slices.Sort(ids[1:]) // the same tree edits in the same order every time
+	for _, id := range ids {
+		k := disk.Key{ObjectID: disk.DevItemsObjectID, Type: disk.DevItemKey, Offset: uint64(id)}
+		err = ct.UpdateItem(t.tx, k, func(b []byte) error {
+			var d disk.DevItem
+			if err := d.Decode(b); err != nil {
+				return err
+			}
+			size := d.TotalBytes
+			if id == dev {
+				size = total
+			}
+			if d.BytesUsed < freed[id] || d.BytesUsed-freed[id] > size {
+				return disk.Corruptf("dev item %d: bytes_used %d, freeing %d, size %d", id, d.BytesUsed, freed[id], size)
+			}
+			d.BytesUsed -= freed[id]
+			d.TotalBytes = size
+			d.Encode(b)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("dev item %d: %w", id, err)
 		}
-		d.BytesUsed -= freed
-		d.TotalBytes = total
-		d.Encode(b)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("dev item %d: %w", dev, err)
 	}
 	return nil
 }
@@ -465,9 +503,12 @@ func (t *Txn) shrinkSuper(sb *disk.Superblock) error {
 		return nil
 	}
 	s := g.shrunk
-	sb.TotalBytes = s.total
-	sb.DevItem.TotalBytes = s.total
-	sb.DevItem.BytesUsed -= s.freed // growSuper adds the new chunks' bytes (counted in freed if cut)
+	// As the kernel: the filesystem's total loses what the device did.
+	sb.TotalBytes -= t.fs.set.Members[s.dev].Super.DevItem.TotalBytes - s.total
+	if sb.DevItem.DevID == s.dev {
+		sb.DevItem.TotalBytes = s.total
+	}
+	sb.DevItem.BytesUsed -= s.freed[sb.DevItem.DevID] // growSuper adds the new chunks' bytes (counted in freed if cut)
 	sys, err := sb.SysChunks()
 	if err != nil {
 		return err
@@ -498,9 +539,17 @@ func (t *Txn) shrinkDevices(g *growth) {
 	if g.shrunk == nil {
 		return
 	}
+	seen := map[*disk.Superblock]bool{}
 	for _, m := range t.fs.set.Members {
-		m.Super.DevItem.TotalBytes = g.shrunk.total
-		m.Super.DevItem.BytesUsed -= g.shrunk.freed
+		if seen[m.Super] {
+			continue
+		}
+		seen[m.Super] = true
+		d := &m.Super.DevItem
+		if d.DevID == g.shrunk.dev {
+			d.TotalBytes = g.shrunk.total
+		}
+		d.BytesUsed -= g.shrunk.freed[d.DevID]
 	}
 }
 

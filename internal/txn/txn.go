@@ -84,6 +84,9 @@ type Txn struct {
 	// fstCreated is set once this transaction has begun converting a v1
 	// space cache filesystem to the free-space tree (spacecache_v1.go).
 	fstCreated bool
+	// v1Cleared is set once this transaction has removed the v1 space
+	// cache of a filesystem that is not converted (spacecache_v1.go).
+	v1Cleared bool
 }
 
 // Begin starts a transaction with generation super generation + 1.
