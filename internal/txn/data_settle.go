@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/gobtrfs/btrfs/internal/alloc"
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -48,10 +49,19 @@ func (t *Txn) settleData() error {
 	if len(addrs) == 0 && len(unclaimed) == 0 {
 		return nil
 	}
+	// The checksums of the extents freed go in runs of neighbouring
+	// extents after them: a file rewritten in small writes frees
+	// thousands of small extents side by side, and deleting each one's
+	// checksums alone split and rewrote the same csum items over and
+	// over (a fifth of a commit's time in bench fileio seqwr).
+	var gone []alloc.Range
 	for _, a := range addrs {
-		if err := t.settleDataExtent(a, deltas[a]); err != nil {
+		if err := t.settleDataExtent(a, deltas[a], &gone); err != nil {
 			return fmt.Errorf("data extent %d: %w", a, err)
 		}
+	}
+	if err := t.deleteCsumRuns(gone); err != nil {
+		return err
 	}
 	for _, r := range unclaimed {
 		if err := t.releaseSpace(r.Start, r.Len()); err != nil {
@@ -61,8 +71,30 @@ func (t *Txn) settleData() error {
 	return nil
 }
 
-// settleDataExtent applies one extent's changes.
-func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta) error {
+// maxCsumRun bounds the bytes of data whose checksums one DeleteCsums
+// call of deleteCsumRuns removes (it holds their items in memory).
+const maxCsumRun = 64 << 20
+
+// deleteCsumRuns deletes the checksums of ranges (in ascending order,
+// not overlapping), neighbours merged into one call.
+func (t *Txn) deleteCsumRuns(ranges []alloc.Range) error {
+	for i := 0; i < len(ranges); {
+		r := ranges[i]
+		j := i + 1
+		for ; j < len(ranges) && ranges[j].Start == r.End && ranges[j].End-r.Start <= maxCsumRun; j++ {
+			r.End = ranges[j].End
+		}
+		if err := t.DeleteCsums(disk.LogicalAddr(r.Start), r.Len()); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// settleDataExtent applies one extent's changes. The checksums of an
+// extent it frees are for the caller to delete: the range goes to gone.
+func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta, gone *[]alloc.Range) error {
 	if !dd.fresh && len(dd.refs) == 0 {
 		return nil // the changes cancelled out
 	}
@@ -108,9 +140,7 @@ func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta) error {
 		return fmt.Errorf("%w: snapshots (data extent %d keeps refs through shared tree blocks): delete the snapshots"+
 			" with the kernel (btrfs subvolume delete) or make this change through the kernel", ErrUnsupported, a)
 	}
-	if err := t.DeleteCsums(a, dd.numBytes); err != nil {
-		return err
-	}
+	*gone = append(*gone, alloc.Range{Start: uint64(a), End: uint64(a) + dd.numBytes})
 	if dd.fresh {
 		return t.releaseSpace(uint64(a), dd.numBytes)
 	}
