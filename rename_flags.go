@@ -1,7 +1,7 @@
 package btrfs
 
 import (
-	"strings"
+	"cmp"
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -107,8 +107,14 @@ func (c *wctx) planExchange(oldname, newname string, extref bool) (*exchangeOp, 
 	if x.in[0].ino == x.in[1].ino {
 		return nil, nil
 	}
-	if strings.HasPrefix(newname, oldname+"/") || strings.HasPrefix(oldname, newname+"/") {
-		return nil, syscall.EINVAL
+	// Neither may hold the other (checked on the directories: the paths
+	// may pass through symlinks).
+	for i := range 2 {
+		if x.in[i].item.IsDir() {
+			if under, err := c.dirUnder(x.parent[1-i].ino, x.in[i].ino); err != nil || under {
+				return nil, cmp.Or[error](err, syscall.EINVAL)
+			}
+		}
 	}
 	for i := range 2 {
 		if err := notPinned(x.in[i]); err != nil {

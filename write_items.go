@@ -3,6 +3,7 @@ package btrfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -291,6 +292,31 @@ func (c *wctx) lastKeyBelow(k disk.Key) (disk.Key, bool, error) {
 		return disk.Key{}, false, err
 	}
 	return p.Key(), true, nil
+}
+
+// dirUnder reports whether directory d is directory a or lies below it
+// in the current tree, walking up d's parents (a directory has one
+// name, so its first INODE_REF names its parent; the tree's root
+// directory names itself).
+func (c *wctx) dirUnder(d, a disk.ObjectID) (bool, error) {
+	for range pathMax {
+		if d == a {
+			return true, nil
+		}
+		var parent disk.ObjectID
+		found := false
+		from := disk.Key{ObjectID: d, Type: disk.InodeRefKey}
+		to := disk.Key{ObjectID: d, Type: disk.InodeRefKey, Offset: ^uint64(0)}
+		err := c.tr.Range(c.tx, from, to, func(k disk.Key, _ []byte) (bool, error) {
+			parent, found = disk.ObjectID(k.Offset), true
+			return false, nil
+		})
+		if err != nil || !found || parent == d {
+			return false, err
+		}
+		d = parent
+	}
+	return false, &disk.CorruptError{Tree: c.tr.Owner(), What: fmt.Sprintf("directory %d: parents loop", d)}
 }
 
 // newIno returns a new inode number for the subvolume: the highest

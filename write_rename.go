@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"cmp"
 	"io/fs"
 	"strings"
 	"syscall"
@@ -95,13 +96,21 @@ func (c *wctx) planRename(oldname, newname string, extref bool) (*renameOp, erro
 	if de.Location.Type != disk.InodeItemKey {
 		return nil, syscall.EXDEV
 	}
-	// Paths are resolved without symlinks and a directory has one name,
-	// so a directory's subtree is exactly the paths it prefixes.
-	if strings.HasPrefix(newname, oldname+"/") {
-		return nil, syscall.EINVAL
+	// As Linux checks, on the directories themselves (paths may pass
+	// through symlinks, so their text proves nothing): a directory
+	// cannot go under itself, and a directory that holds the source's
+	// directory cannot be replaced.
+	if de.Type == disk.FtDir {
+		if under, err := c.dirUnder(r.newParent.ino, de.Location.ObjectID); err != nil || under {
+			return nil, cmp.Or[error](err, syscall.EINVAL)
+		}
 	}
-	if strings.HasPrefix(oldname, newname+"/") {
-		return nil, syscall.ENOTEMPTY
+	if te, err := c.dirEntry(r.newParent.ino, r.newBase); err != nil {
+		return nil, err
+	} else if te != nil && te.Type == disk.FtDir && te.Location.Type == disk.InodeItemKey {
+		if under, err := c.dirUnder(r.oldParent.ino, te.Location.ObjectID); err != nil || under {
+			return nil, cmp.Or[error](err, syscall.ENOTEMPTY)
+		}
 	}
 	if r.src, err = c.inode(de.Location.ObjectID); err != nil {
 		return nil, err
