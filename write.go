@@ -265,6 +265,28 @@ func (fsys *FS) changeInDir(op, name string, fn func(c *wctx) (started bool, err
 	}})
 }
 
+// changeOnInode is change of a change that edits the one existing inode
+// name resolves to (c.resolve) and nothing else: attributes, xattrs,
+// flags, data by path. It may run beside changes to other inodes
+// (runParallel), once name is resolved before the run; none of the
+// changes run beside it moves or removes a name, so name still leads to
+// that inode when it runs.
+func (fsys *FS) changeOnInode(op, name string, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: inodeOf(name)})
+}
+
+// inodeOf resolves name, as the changes of changeOnInode do, to the
+// inode they edit.
+func inodeOf(name string) func(c *wctx) (*dirKey, error) {
+	return func(c *wctx) (*dirKey, error) {
+		in, err := c.resolve(name)
+		if err != nil {
+			return nil, err
+		}
+		return &dirKey{tree: in.tr.Owner(), ino: in.ino}, nil
+	}
+}
+
 // changeKeyed is change of a change that edits inode key and nothing
 // else, when key is set: such a change never resolves a path, so it may
 // run beside other keyed changes to other inodes (runParallel), as the

@@ -17,7 +17,7 @@ const capabilityXattr = "security.capability"
 // security.capability attribute. The change time becomes now. An id that
 // is not -1 and does not fit 32 bits, or is 4294967295, is EINVAL.
 func (fsys *FS) Chown(name string, uid, gid int) error {
-	return fsys.change("chown", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("chown", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
 		if err == nil {
 			err = notPinned(in)
@@ -69,7 +69,7 @@ func validID(id int) bool {
 // Setxattr (user., trusted. and security. only: EOPNOTSUPP; longer than
 // 255 bytes: ERANGE). The change time becomes now.
 func (fsys *FS) Removexattr(name, attr string) error {
-	return fsys.change("removexattr", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("removexattr", name, func(c *wctx) (bool, error) {
 		if err := checkXattrName(attr, nil); err != nil {
 			return false, err
 		}

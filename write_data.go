@@ -24,6 +24,23 @@ func (fsys *FS) dataChange(op, name string, fn func(c *wctx, t *txn.Txn) (bool, 
 	return fsys.dataChangeKeyed(op, name, nil, fn)
 }
 
+// dataChangeFound is the change of a data operation on one inode: by
+// key (an open File) or by name.
+func (fsys *FS) dataChangeFound(op, name string, key *dirKey, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
+	if key == nil {
+		return fsys.dataChangeOnInode(op, name, fn)
+	}
+	return fsys.dataChangeKeyed(op, name, key, fn)
+}
+
+// dataChangeOnInode is dataChange of a change that edits the one inode
+// name resolves to (changeOnInode).
+func (fsys *FS) dataChangeOnInode(op, name string, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
+	return fsys.changeWith(op, name, &changeReq{resolve: inodeOf(name), fn: func(c *wctx) (bool, error) {
+		return fn(c, c.t)
+	}})
+}
+
 // dataChangeKeyed is dataChange of a change that edits only inode key,
 // when key is set (see changeKeyed).
 func (fsys *FS) dataChangeKeyed(op, name string, key *dirKey, fn func(c *wctx, t *txn.Txn) (bool, error)) error {
@@ -232,7 +249,7 @@ func (fsys *FS) writeAtFound(name string, key *dirKey, find func(c *wctx) (*wino
 	if off < 0 || off+int64(len(p)) < off {
 		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
 	}
-	err := fsys.dataChangeKeyed("write", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
+	err := fsys.dataChangeFound("write", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := find(c)
 		if err == nil {
 			err = mayChange(in, off)

@@ -27,7 +27,7 @@ func (fsys *FS) Truncate(name string, size int64) error {
 // truncateFound is Truncate with the file found by find: by path, or by
 // inode for an open File (key set: see writeAtFound).
 func (fsys *FS) truncateFound(name string, key *dirKey, find func(c *wctx) (*winode, error), size int64) error {
-	return fsys.dataChangeKeyed("truncate", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
+	return fsys.dataChangeFound("truncate", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := find(c)
 		if err == nil {
 			err = mayChange(in, -1)
@@ -128,7 +128,7 @@ func (fsys *FS) PunchHole(name string, off, length int64) error {
 	if off < 0 || length <= 0 || off+length < off {
 		return &fs.PathError{Op: "punch", Path: name, Err: syscall.EINVAL}
 	}
-	return fsys.dataChange("punch", name, func(c *wctx, t *txn.Txn) (bool, error) {
+	return fsys.dataChangeOnInode("punch", name, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := c.resolveRegular(name)
 		if err == nil {
 			err = mayChange(in, -1)
@@ -209,7 +209,7 @@ func (fsys *FS) Fallocate(name string, off, length int64, keepSize bool) error {
 	if off < 0 || length <= 0 || off+length < off {
 		return &fs.PathError{Op: "fallocate", Path: name, Err: syscall.EINVAL}
 	}
-	return fsys.dataChange("fallocate", name, func(c *wctx, t *txn.Txn) (bool, error) {
+	return fsys.dataChangeOnInode("fallocate", name, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := c.resolveRegular(name)
 		if err == nil {
 			err = mayChange(in, int64(in.item.Size)) // allocating changes no data
@@ -317,7 +317,7 @@ func (fsys *FS) SetInodeFlags(name string, set, clear uint64) error {
 	if (s|cl)&^settableFlags != 0 || s&cl != 0 {
 		return &fs.PathError{Op: "setflags", Path: name, Err: syscall.EINVAL}
 	}
-	return fsys.change("setflags", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("setflags", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
 		if err != nil {
 			return false, err

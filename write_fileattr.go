@@ -53,7 +53,7 @@ func (fsys *FS) SetFileAttr(name string, flags uint64) error {
 			algo = t.String()
 		}
 	}
-	return fsys.change("setflags", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("setflags", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
 		if err != nil {
 			return false, err

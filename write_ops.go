@@ -270,7 +270,7 @@ func (c *wctx) addName(parent *winode, base string, in *winode, index uint64, rk
 // Chmod sets the permission, set-id and sticky bits of name (symlinks are
 // not followed); the file type stays.
 func (fsys *FS) Chmod(name string, mode fs.FileMode) error {
-	return fsys.change("chmod", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("chmod", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
 		if err == nil {
 			err = notPinned(in)
@@ -287,7 +287,7 @@ func (fsys *FS) Chmod(name string, mode fs.FileMode) error {
 // Chtimes sets the access and modification times of name (symlinks are
 // not followed); the change time becomes now.
 func (fsys *FS) Chtimes(name string, atime, mtime time.Time) error {
-	return fsys.change("chtimes", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("chtimes", name, func(c *wctx) (bool, error) {
 		in, err := c.resolve(name)
 		if err == nil {
 			err = notPinned(in)
@@ -316,7 +316,7 @@ var xattrPrefixes = []string{"user.", "trusted.", "security."}
 // leaf is ENOSPC, as on Linux. The inode's mode is not derived from an
 // access ACL: callers that copy files set both, as they were.
 func (fsys *FS) Setxattr(name, attr string, value []byte) error {
-	return fsys.change("setxattr", name, func(c *wctx) (bool, error) {
+	return fsys.changeOnInode("setxattr", name, func(c *wctx) (bool, error) {
 		if err := checkXattrName(attr, value); err != nil {
 			return false, err
 		}

@@ -272,6 +272,9 @@ func TestParallelCreates(t *testing.T) {
 		if err := fsys.Mkdir(fmt.Sprintf("e%d", i), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if err := fsys.WriteFile(fmt.Sprintf("e%d/old", i), bytes.Repeat([]byte{'o'}, 8192), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := fsys.WriteFile("g", nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -316,6 +319,30 @@ func TestParallelCreates(t *testing.T) {
 	// Same directory, same name: the second finds the first.
 	want["e2/f0 again"] = syscall.EEXIST
 	queue("e2/f0 again", func() error { return fsys.CreateEmpty("e2/f0", 0o644) })
+	// Changes of one existing inode by path: beside the others, in
+	// order with the creations in the same directory (e1) and with each
+	// other (e3/old: truncate, then write).
+	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for name, f := range map[string]func() error{
+		"chmod e0/old":     func() error { return fsys.Chmod("e0/old", 0o600) },
+		"setxattr e1":      func() error { return fsys.Setxattr("e1", "user.p", []byte("v")) },
+		"chtimes e2/old":   func() error { return fsys.Chtimes("e2/old", mtime, mtime) },
+		"truncate e3/old":  func() error { return fsys.Truncate("e3/old", 100) },
+		"chown e3/old":     func() error { return fsys.Chown("e3/old", 7, 8) },
+		"removexattr e0/x": func() error { return fsys.Removexattr("e0/old", "user.none") },
+	} {
+		want[name] = nil
+		if name == "removexattr e0/x" {
+			want[name] = syscall.ENODATA
+		}
+		queue(name, f)
+	}
+	want["write e3/old"] = nil
+	queue("write e3/old", func() error { _, err := fsys.WriteAt("e3/old", []byte("zz"), 50); return err })
+	// A file made in this run: it cannot be resolved before, so this
+	// runs after the run.
+	want["chmod e0/f1"] = nil
+	queue("chmod e0/f1", func() error { return fsys.Chmod("e0/f1", 0o640) })
 	w.mu.Unlock()
 	for range queued + 1 {
 		r := <-res
@@ -330,9 +357,36 @@ func TestParallelCreates(t *testing.T) {
 		}
 	}
 	after, _ := fsys.WriteCounters()
-	// All but d0/x (run alone) and the refused one ran in parallel.
-	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-2) {
-		t.Errorf("%d of %d queued creations ran in parallel, want %d", got, queued, queued-2)
+	// All but d0/x and chmod e0/f1 (run alone) and the two refused ones
+	// ran in parallel.
+	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-4) {
+		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-4)
+	}
+	stat := func(name string) *Stat {
+		t.Helper()
+		fi, err := fsys.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*Stat)
+	}
+	if st := stat("e0/old"); st.Mode&0o7777 != 0o600 {
+		t.Errorf("e0/old mode %o", st.Mode)
+	}
+	if st := stat("e0/f1"); st.Mode&0o7777 != 0o640 {
+		t.Errorf("e0/f1 mode %o", st.Mode)
+	}
+	if st := stat("e2/old"); !st.Mtime.Equal(mtime) {
+		t.Errorf("e2/old mtime %v", st.Mtime)
+	}
+	if st := stat("e3/old"); st.UID != 7 || st.GID != 8 {
+		t.Errorf("e3/old owner %d:%d", st.UID, st.GID)
+	}
+	if b, err := fsys.ReadFile("e3/old"); err != nil || len(b) != 100 || string(b[50:52]) != "zz" || b[52] != 'o' {
+		t.Errorf("e3/old after truncate and write: %q %v", b, err)
+	}
+	if v, err := fsys.Getxattr("e1", "user.p"); err != nil || string(v) != "v" {
+		t.Errorf("e1 user.p = %q %v", v, err)
 	}
 
 	// At random: each goroutine creates in its own directory tree and in
