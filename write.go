@@ -256,12 +256,35 @@ func (fsys *FS) change(op, name string, fn func(c *wctx) (started bool, err erro
 // Such a change never removes or moves a name, so the paths the others
 // resolved stay true while it runs.
 func (fsys *FS) changeInDir(op, name string, fn func(c *wctx) (started bool, err error)) error {
-	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: func(c *wctx) (*dirKey, error) {
+	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: func(c *wctx) ([]dirKey, error) {
 		parent, _, err := c.splitParent(name)
 		if err != nil {
 			return nil, err
 		}
-		return &dirKey{tree: parent.tr.Owner(), ino: parent.ino}, nil
+		return []dirKey{{tree: parent.tr.Owner(), ino: parent.ino}}, nil
+	}})
+}
+
+// changeUnlink is change of a change that removes the name of a file
+// (not a directory) from its directory: it edits that directory and that
+// file, both resolved before a parallel run, and runs in order with every
+// other change to either. A directory's removal runs alone: paths others
+// resolve may pass through it.
+func (fsys *FS) changeUnlink(op, name string, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: func(c *wctx) ([]dirKey, error) {
+		parent, base, err := c.splitParent(name)
+		if err != nil {
+			return nil, err
+		}
+		de, err := c.dirEntry(parent.ino, base)
+		switch {
+		case err != nil:
+			return nil, err
+		case de == nil || de.Type == disk.FtDir || de.Location.Type != disk.InodeItemKey:
+			return nil, errRunAlone // nothing to remove, a directory, a subvolume
+		}
+		t := parent.tr.Owner()
+		return []dirKey{{tree: t, ino: parent.ino}, {tree: t, ino: de.Location.ObjectID}}, nil
 	}})
 }
 
@@ -277,13 +300,13 @@ func (fsys *FS) changeOnInode(op, name string, fn func(c *wctx) (started bool, e
 
 // inodeOf resolves name, as the changes of changeOnInode do, to the
 // inode they edit.
-func inodeOf(name string) func(c *wctx) (*dirKey, error) {
-	return func(c *wctx) (*dirKey, error) {
+func inodeOf(name string) func(c *wctx) ([]dirKey, error) {
+	return func(c *wctx) ([]dirKey, error) {
 		in, err := c.resolve(name)
 		if err != nil {
 			return nil, err
 		}
-		return &dirKey{tree: in.tr.Owner(), ino: in.ino}, nil
+		return []dirKey{{tree: in.tr.Owner(), ino: in.ino}}, nil
 	}
 }
 
@@ -322,9 +345,9 @@ type changeReq struct {
 	fn       func(c *wctx) (started bool, err error)
 	// key, when set, is the only inode the change edits (changeKeyed).
 	key *dirKey
-	// resolve, when set, finds the one directory the change edits
-	// (changeInDir), before a parallel run.
-	resolve func(c *wctx) (*dirKey, error)
+	// resolve, when set, finds the inodes the change edits
+	// (changeInDir, changeOnInode, changeUnlink), before a parallel run.
+	resolve func(c *wctx) ([]dirKey, error)
 	err     error
 	// finishAfter, when set, is run by the change's own goroutine after
 	// the lock is released (a commit the change started).
@@ -546,25 +569,51 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 	// (another change of the run may be making it).
 	alone := make([]bool, len(reqs))
 	index := make(map[*changeReq]int, len(reqs))
-	// One chain per inode, in order of first arrival.
-	var chains [][]*changeReq
-	at := map[dirKey]int{}
+	// Changes that share an inode go in one chain, in arrival order
+	// (the requests joined through their inodes: union-find).
+	up := make([]int, len(reqs))
+	var root func(i int) int
+	root = func(i int) int {
+		for up[i] != i {
+			up[i] = up[up[i]]
+			i = up[i]
+		}
+		return i
+	}
+	owner := map[dirKey]int{}
 	for qi, q := range reqs {
-		index[q] = qi
-		key := q.key
-		if q.resolve != nil {
+		index[q], up[qi] = qi, qi
+		keys := []dirKey(nil)
+		if q.key != nil {
+			keys = []dirKey{*q.key}
+		} else {
 			c := *base
 			k, err := q.resolve(&c)
 			if err != nil {
 				alone[qi] = true
 				continue
 			}
-			key = k
+			keys = k
 		}
-		i, ok := at[*key]
+		for _, k := range keys {
+			if o, ok := owner[k]; ok {
+				up[root(qi)] = root(o)
+			} else {
+				owner[k] = qi
+			}
+		}
+	}
+	var chains [][]*changeReq
+	at := map[int]int{}
+	for qi, q := range reqs {
+		if alone[qi] {
+			continue
+		}
+		r := root(qi)
+		i, ok := at[r]
 		if !ok {
 			i = len(chains)
-			at[*key] = i
+			at[r] = i
 			chains = append(chains, nil)
 		}
 		chains[i] = append(chains[i], q)

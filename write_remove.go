@@ -13,7 +13,7 @@ import (
 // shares them). A directory with entries is ENOTEMPTY; the root is
 // EBUSY.
 func (fsys *FS) Remove(name string) error {
-	return fsys.change("remove", name, func(c *wctx) (bool, error) {
+	return fsys.changeUnlink("remove", name, func(c *wctx) (bool, error) {
 		if name == "." {
 			return false, syscall.EBUSY
 		}
