@@ -66,12 +66,14 @@ func (t *Txn) DataAvailable() (uint64, error) {
 // groups it is DataAvailable's answer.
 func (t *Txn) DataFits(n uint64) (bool, error) {
 	free, mixed := t.DataFreeInGroups()
-	if free >= n {
-		return true, nil
-	}
 	if mixed {
+		// Tree blocks take the same bytes: DataAvailable holds back
+		// their reserve.
 		avail, err := t.DataAvailable()
 		return n <= avail, err
+	}
+	if free >= n {
+		return true, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
