@@ -77,7 +77,7 @@ func parseSysbench(out string) (sysbenchResult, error) {
 func benchBacking(b *testing.B, kind string) string {
 	dir := b.TempDir()
 	if kind == "tmpfs" {
-		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755,size=4g"); err != nil {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755,size=8g"); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
