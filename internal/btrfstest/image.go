@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,10 +181,102 @@ func Check(tb testing.TB, devs []string, dataCsum bool) {
 		time.Sleep(time.Duration(200*(attempt+1)) * time.Millisecond)
 		_, _ = runCmd("btrfs", append([]string{"device", "scan"}, targets...)...)
 	}
+	forceOurs := false
 	if err != nil {
-		tb.Fatalf("btrfs check found problems: %v", err)
+		if !dataCsum || !progsParityFalseAlarm(tb, targets[0], err.Error()) {
+			tb.Fatalf("btrfs check found problems: %v", err)
+		}
+		// Our check rebuilds every RAID5/6 data sector from its parity
+		// too, so it decides instead, whatever OurCheckEnv says.
+		tb.Logf("btrfs check reports RAID5/6 parity-rebuild mismatches only (a known btrfs-progs false alarm, kdave/btrfs-progs#346 and #1123); our check, which verifies the rebuilds, decides:\n%v", err)
+		forceOurs = true
 	}
-	checkOurs(tb, devs, dataCsum)
+	checkOurs(tb, devs, dataCsum, forceOurs)
+}
+
+// progsMirrorLine is btrfs check's report of a data sector whose checksum
+// does not match on one mirror.
+var progsMirrorLine = regexp.MustCompile(`^mirror (\d+) bytenr (\d+) csum `)
+
+// progsParityFalseAlarm reports whether the output of a failed btrfs check
+// --check-data-csum names nothing but data sectors of RAID5/6 chunks whose
+// second or later mirror (the copy rebuilt from parity) mismatched. btrfs
+// check's RAID5/6 rebuild reads garbage into its buffer in some layouts
+// (kdave/btrfs-progs#346, open since 2021; the heap overflow #1123 fixed
+// after 6.19): its result changes from run to run on the same image while
+// the kernel, reading degraded, returns the right bytes. target is the
+// check's first device, whose chunk tree says which ranges are RAID5/6.
+func progsParityFalseAlarm(tb testing.TB, target, out string) bool {
+	tb.Helper()
+	bytenrs, ok := progsParityMismatches(out)
+	if !ok {
+		return false
+	}
+	dump, err := runCmd("btrfs", "inspect-internal", "dump-tree", "-t", "chunk", target)
+	if err != nil {
+		tb.Logf("dump of the chunk tree for the parity check: %v", err)
+		return false
+	}
+	type span struct{ start, end uint64 }
+	var parity []span
+	var start uint64
+	for _, line := range strings.Split(dump, "\n") {
+		if m := chunkKeyLine.FindStringSubmatch(line); m != nil {
+			start, _ = strconv.ParseUint(m[1], 10, 64)
+			continue
+		}
+		if m := chunkTypeLine.FindStringSubmatch(line); m != nil && strings.Contains(m[2], "DATA") &&
+			(strings.Contains(m[2], "RAID5") || strings.Contains(m[2], "RAID6")) {
+			n, _ := strconv.ParseUint(m[1], 10, 64)
+			parity = append(parity, span{start, start + n})
+		}
+	}
+	for _, b := range bytenrs {
+		if !slices.ContainsFunc(parity, func(s span) bool { return s.start <= b && b < s.end }) {
+			return false
+		}
+	}
+	return true
+}
+
+// progsParityMismatches returns the bytenrs of btrfs check's "mirror N"
+// lines when the output names nothing else and every N is 2 or more.
+func progsParityMismatches(out string) ([]uint64, bool) {
+	var bytenrs []uint64
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if m := progsMirrorLine.FindStringSubmatch(line); m != nil {
+			mirror, _ := strconv.Atoi(m[1])
+			b, err := strconv.ParseUint(m[2], 10, 64)
+			if mirror < 2 || err != nil {
+				return nil, false
+			}
+			bytenrs = append(bytenrs, b)
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "[") || line == "ERROR: errors found in csum tree" || progsCheckChatter(line) {
+			continue
+		}
+		return nil, false
+	}
+	return bytenrs, len(bytenrs) > 0
+}
+
+var (
+	chunkKeyLine  = regexp.MustCompile(`key \(FIRST_CHUNK_TREE CHUNK_ITEM (\d+)\)`)
+	chunkTypeLine = regexp.MustCompile(`^\s*length (\d+) owner \d+ stripe_len \d+ type (\S+)`)
+)
+
+// progsCheckChatter reports whether a line of btrfs check's output is one
+// of its headings or summary lines, not a finding.
+func progsCheckChatter(line string) bool {
+	for _, p := range []string{"Opening filesystem", "Checking filesystem", "UUID:", "found ", "total ", "btree space waste",
+		"file data blocks allocated", "referenced", "btrfs check --readonly", "exit status"} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ProgsDirEnv names a directory holding a newer btrfs-progs build (btrfs,
