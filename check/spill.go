@@ -78,17 +78,15 @@ func (s *sorter) spill() {
 		s.err = fmt.Errorf("check: spilling to a temporary file: %w", err)
 		return
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		s.err = err
-		return
-	}
 	clear(s.buf)
 	s.buf = s.buf[:0]
 	s.bytes = 0
 }
 
 // Merge returns the records in byte order. The sorter may not be added to
-// afterwards; Close the iterator to release the runs.
+// afterwards; it may be merged again (each Merge starts from the first
+// record and invalidates the iterators before it). Close the sorter (or
+// the last iterator) to release the runs.
 func (s *sorter) Merge() *mergeIter {
 	it := &mergeIter{s: s, err: s.err}
 	if s.err != nil {
@@ -97,6 +95,10 @@ func (s *sorter) Merge() *mergeIter {
 	slices.SortFunc(s.buf, bytes.Compare)
 	srcs := []*runSource{{mem: s.buf}}
 	for _, f := range s.runs {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			it.err = fmt.Errorf("check: reading a spilled run: %w", err)
+			return it
+		}
 		srcs = append(srcs, &runSource{r: bufio.NewReaderSize(f, 64<<10)})
 	}
 	for _, src := range srcs {
