@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/chunk"
@@ -22,11 +23,11 @@ type Options struct {
 	// every mirror (btrfs check --check-data-csum).
 	DataCsum bool
 	// MemoryLimit is the memory the check may keep (bytes); 0 means
-	// DefaultMemoryLimit. A quarter sizes the block cache and a quarter
-	// buffers the file extents' references to data extents, which spill
-	// to temporary files past it (docs/design/0024-check-memory.md); the
-	// per-tree-block and per-name state is still held in memory whatever
-	// the limit.
+	// DefaultMemoryLimit. A quarter sizes the block cache, a quarter
+	// buffers the file extents' references to data extents and a quarter
+	// the fs trees' names; both spill to temporary files past it
+	// (docs/design/0024-check-memory.md). The per-tree-block and
+	// per-inode state is still held in memory whatever the limit.
 	MemoryLimit int64
 	// Workers is the number of goroutines for parallel work; 0 means
 	// GOMAXPROCS.
@@ -105,6 +106,8 @@ type checker struct {
 	dataRefs *sorter
 	dataSeq  uint64
 	dataJoin *dataJoin
+	// nameRuns counts the runs the fs trees' name sorters spilled.
+	nameRuns atomic.Int64
 	// extents lists every extent item of the extent tree, in order.
 	extents []extentRec
 	bgs     []bgRec

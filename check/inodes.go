@@ -36,8 +36,10 @@ type fsTree struct {
 	// zeroLinks are inodes with nlink 0; each needs an orphan item.
 	zeroLinks map[disk.ObjectID]bool
 	orphans   map[disk.ObjectID]bool
-	names     map[nameKey]*nameRec
-	pending   []pendingProblem
+	// names streams every name record (names.go).
+	names   *sorter
+	nameSeq uint64
+	pending []pendingProblem
 	// out is what the tree's check found, in order, once finish ran.
 	out   []Problem
 	csums *csumLookup
@@ -64,7 +66,7 @@ func (c *checker) checkFSRoots() error {
 			modes:         map[disk.ObjectID]disk.FileType{},
 			zeroLinks:     map[disk.ObjectID]bool{},
 			orphans:       map[disk.ObjectID]bool{},
-			names:         map[nameKey]*nameRec{},
+			names:         newSorter(c.opts.MemoryLimit/4/int64(max(1, c.opts.Workers)), ""),
 			dirIndexNames: map[dirName]bool{},
 		}
 		if t.item.RootDirID != 0 {
@@ -75,6 +77,10 @@ func (c *checker) checkFSRoots() error {
 	errs := make([]error, len(trees))
 	c.parallel(len(trees), func(i int) {
 		f := trees[i]
+		defer func() {
+			c.nameRuns.Add(int64(f.names.Runs()))
+			f.names.Close()
+		}()
 		if err := c.ctx.Err(); err != nil {
 			errs[i] = err
 			return
@@ -83,9 +89,9 @@ func (c *checker) checkFSRoots() error {
 			return
 		}
 		f.endInode()
-		f.finish()
+		errs[i] = f.finish()
 		// What the tree needed is not needed any more.
-		f.modes, f.names, f.dirIndexNames, f.pending = nil, nil, nil, nil
+		f.modes, f.dirIndexNames, f.pending = nil, nil, nil
 	})
 	for i, f := range trees {
 		if errs[i] != nil {
@@ -156,7 +162,7 @@ func (f *fsTree) item(k disk.Key, data []byte, leaf disk.Node) error {
 		}
 		for _, ref := range refs {
 			r.names++
-			f.addName(disk.ObjectID(k.Offset), r.ino, ref.Name, func(n *nameRec) { n.ref, n.refIndex = true, ref.Index })
+			f.addName(disk.ObjectID(k.Offset), r.ino, ref.Name, nameRef, ref.Index, 0)
 		}
 	case disk.InodeExtrefKey:
 		refs, err := disk.ParseInodeExtrefs(data)
@@ -166,7 +172,7 @@ func (f *fsTree) item(k disk.Key, data []byte, leaf disk.Node) error {
 		}
 		for _, ref := range refs {
 			r.names++
-			f.addName(ref.Parent, r.ino, ref.Name, func(n *nameRec) { n.ref, n.refIndex = true, ref.Index })
+			f.addName(ref.Parent, r.ino, ref.Name, nameRef, ref.Index, 0)
 		}
 	case disk.DirItemKey, disk.DirIndexKey:
 		f.dirEntries(r, k, data)
