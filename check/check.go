@@ -25,7 +25,7 @@ type Options struct {
 	// MemoryLimit is the memory the check may keep (bytes); 0 means
 	// DefaultMemoryLimit. A quarter sizes the block cache, a quarter
 	// buffers the file extents' references to data extents and a quarter
-	// the fs trees' names; both spill to temporary files past it
+	// the fs trees' names and directory indexes; they spill to temporary files past it
 	// (docs/design/0024-check-memory.md). The per-tree-block and
 	// per-inode state is still held in memory whatever the limit.
 	MemoryLimit int64

@@ -24,12 +24,6 @@ type nameRec struct {
 	hasType  bool
 }
 
-// dirName is a name in a directory.
-type dirName struct {
-	dir  disk.ObjectID
-	name string
-}
-
 // dirEntries handles a DIR_ITEM or DIR_INDEX item of directory r.
 func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	kk := k
@@ -44,11 +38,7 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	for _, d := range items {
 		r.dirNames += uint64(len(d.Name))
 		if k.Type == disk.DirIndexKey {
-			dk := dirName{r.ino, string(d.Name)}
-			if f.dirIndexNames[dk] {
-				f.report(KindDirItem, f.t.id, 0, &kk, "root %d inode %d errors: dup filename %q", f.t.id, r.ino, d.Name)
-			}
-			f.dirIndexNames[dk] = true
+			f.addDirIndexName(r.ino, d.Name, k)
 		}
 		if k.Type == disk.DirItemKey && disk.NameHash(d.Name) != k.Offset {
 			f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: name hash mismatch for %q: key offset %#x, hash %#x", f.t.id, r.ino, d.Name, k.Offset, disk.NameHash(d.Name))
@@ -81,6 +71,9 @@ func (f *fsTree) finish() error {
 		if !f.orphans[pp.ino] {
 			f.out = append(f.out, pp.p)
 		}
+	}
+	if err := f.dupNames(); err != nil {
+		return err
 	}
 	names := newNameCursor(f.names)
 	for {

@@ -43,8 +43,9 @@ type fsTree struct {
 	// out is what the tree's check found, in order, once finish ran.
 	out   []Problem
 	csums *csumLookup
-	// dirIndexNames finds a name given twice in one directory.
-	dirIndexNames map[dirName]bool
+	// dirIndexNames streams the DIR_INDEX names, to find a name given
+	// twice in one directory (names.go).
+	dirIndexNames *sorter
 }
 
 // checkFSRoots checks every subvolume tree, Workers trees at a time;
@@ -66,8 +67,8 @@ func (c *checker) checkFSRoots() error {
 			modes:         map[disk.ObjectID]disk.FileType{},
 			zeroLinks:     map[disk.ObjectID]bool{},
 			orphans:       map[disk.ObjectID]bool{},
-			names:         newSorter(c.opts.MemoryLimit/4/int64(max(1, c.opts.Workers)), ""),
-			dirIndexNames: map[dirName]bool{},
+			names:         newSorter(c.opts.MemoryLimit/6/int64(max(1, c.opts.Workers)), ""),
+			dirIndexNames: newSorter(c.opts.MemoryLimit/12/int64(max(1, c.opts.Workers)), ""),
 		}
 		if t.item.RootDirID != 0 {
 			f.rootDir = t.item.RootDirID
@@ -78,8 +79,9 @@ func (c *checker) checkFSRoots() error {
 	c.parallel(len(trees), func(i int) {
 		f := trees[i]
 		defer func() {
-			c.nameRuns.Add(int64(f.names.Runs()))
+			c.nameRuns.Add(int64(f.names.Runs() + f.dirIndexNames.Runs()))
 			f.names.Close()
+			f.dirIndexNames.Close()
 		}()
 		if err := c.ctx.Err(); err != nil {
 			errs[i] = err
@@ -91,7 +93,7 @@ func (c *checker) checkFSRoots() error {
 		f.endInode()
 		errs[i] = f.finish()
 		// What the tree needed is not needed any more.
-		f.modes, f.dirIndexNames, f.pending = nil, nil, nil
+		f.modes, f.pending = nil, nil
 	})
 	for i, f := range trees {
 		if errs[i] != nil {

@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // runCounting is Run, also returning how many runs the data-reference
@@ -109,6 +112,32 @@ func TestNameEncodingOrder(t *testing.T) {
 			if c := bytes.Compare(ea, eb); (c < 0) != (i < j) || (c == 0) != (i == j) {
 				t.Fatalf("%q vs %q: encodings compare %d", a, b, c)
 			}
+		}
+	}
+}
+
+// TestDupNamesStreamed: a name given twice in one directory is reported
+// once per extra DIR_INDEX, with that index's key, whether or not the
+// records spilled; the same name in two directories is not a dup.
+func TestDupNamesStreamed(t *testing.T) {
+	for _, limit := range []int64{1, 1 << 30} {
+		f := &fsTree{t: treeRoot{id: 5}, dirIndexNames: newSorter(limit, t.TempDir())}
+		add := func(dir disk.ObjectID, name string, idx uint64) {
+			f.addDirIndexName(dir, []byte(name), disk.Key{ObjectID: dir, Type: disk.DirIndexKey, Offset: idx})
+		}
+		for i := 0; i < 50; i++ {
+			add(256, "f"+strconv.Itoa(i), uint64(2+i))
+			add(257, "f"+strconv.Itoa(i), uint64(2+i))
+		}
+		add(256, "f7", 100)
+		add(256, "f7", 101)
+		add(257, "f7\x00", 102)
+		if err := f.dupNames(); err != nil {
+			t.Fatal(err)
+		}
+		f.dirIndexNames.Close()
+		if len(f.out) != 2 || f.out[0].Key.Offset != 100 || f.out[1].Key.Offset != 101 || !strings.Contains(f.out[0].Message, `inode 256 errors: dup filename "f7"`) {
+			t.Fatalf("limit %d: %+v", limit, f.out)
 		}
 	}
 }

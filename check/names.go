@@ -113,3 +113,41 @@ func (nc *nameCursor) name() (nameKey, nameRec, bool) {
 	}
 	return k, n, true
 }
+
+// addDirIndexName records that DIR_INDEX k of directory dir holds name;
+// finish reports a name given twice in one directory (dupNames).
+func (f *fsTree) addDirIndexName(dir disk.ObjectID, name []byte, k disk.Key) {
+	be := binary.BigEndian
+	b := make([]byte, 0, 8+len(name)+2+8+17)
+	b = be.AppendUint64(b, uint64(dir))
+	b = appendName(b, name)
+	b = be.AppendUint64(b, f.nameSeq)
+	f.nameSeq++
+	b = be.AppendUint64(b, uint64(k.ObjectID))
+	b = append(b, byte(k.Type))
+	b = be.AppendUint64(b, k.Offset)
+	f.dirIndexNames.Add(b)
+}
+
+// dupNames reports every DIR_INDEX after the first that gives a
+// directory a name it already has, in (directory, name, walk) order.
+func (f *fsTree) dupNames() error {
+	be := binary.BigEndian
+	it := f.dirIndexNames.Merge()
+	var prevDir disk.ObjectID
+	var prevName []byte
+	first := true
+	for b, ok := it.Next(); ok; b, ok = it.Next() {
+		dir := disk.ObjectID(be.Uint64(b))
+		name, rest := splitName(b[8:])
+		if len(rest) < 8+17 {
+			continue
+		}
+		if !first && dir == prevDir && string(name) == string(prevName) {
+			k := disk.Key{ObjectID: disk.ObjectID(be.Uint64(rest[8:])), Type: disk.KeyType(rest[16]), Offset: be.Uint64(rest[17:])}
+			f.emit(KindDirItem, f.t.id, 0, &k, "root %d inode %d errors: dup filename %q", f.t.id, dir, name)
+		}
+		first, prevDir, prevName = false, dir, name
+	}
+	return it.Err()
+}
