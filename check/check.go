@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/chunk"
@@ -22,9 +23,11 @@ type Options struct {
 	// every mirror (btrfs check --check-data-csum).
 	DataCsum bool
 	// MemoryLimit is the memory the check may keep (bytes); 0 means
-	// DefaultMemoryLimit. Today it sizes the block cache (a quarter of
-	// it); the per-extent and per-name state is still held in memory
-	// whatever the limit (docs/design/0020-check.md has the plan).
+	// DefaultMemoryLimit. A quarter sizes the block cache, a quarter
+	// buffers the file extents' references to data extents and a quarter
+	// the fs trees' names and directory indexes; they spill to temporary files past it
+	// (docs/design/0024-check-memory.md). The per-tree-block and
+	// per-inode state is still held in memory whatever the limit.
 	MemoryLimit int64
 	// Workers is the number of goroutines for parallel work; 0 means
 	// GOMAXPROCS.
@@ -67,6 +70,7 @@ func Run(ctx context.Context, devices []string, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	defer c.dataRefs.Close()
 	if err := c.run(); err != nil {
 		return c.report, err
 	}
@@ -96,7 +100,14 @@ type checker struct {
 
 	// Filled by the tree walk (phase "checking extents").
 	blocks map[disk.LogicalAddr]*blockRec
-	data   map[disk.LogicalAddr]*dataRec
+	// dataRefs holds the file extents' references to data extents,
+	// streamed (datarefs.go); dataJoin reads them back during the
+	// extent-tree pass.
+	dataRefs *sorter
+	dataSeq  uint64
+	dataJoin *dataJoin
+	// nameRuns counts the runs the fs trees' name sorters spilled.
+	nameRuns atomic.Int64
 	// extents lists every extent item of the extent tree, in order.
 	extents []extentRec
 	bgs     []bgRec
@@ -129,12 +140,12 @@ func newChecker(ctx context.Context, set *blockdev.Set, opts Options) (*checker,
 	}
 	c := &checker{
 		ctx: ctx, opts: opts, sb: sb, set: set, m: m,
-		rd:     chunk.NewReader(m, set.Devices()),
-		params: disk.BlockParams{NodeSize: int(sb.NodeSize), CsumType: sb.CsumType, FSID: sb.MetadataFSID(), SuperGen: sb.Generation},
-		items:  disk.ItemCheckParams{SectorSize: sb.SectorSize, NodeSize: sb.NodeSize, CsumType: sb.CsumType, SuperGen: sb.Generation},
-		seen:   map[string]bool{},
-		blocks: map[disk.LogicalAddr]*blockRec{},
-		data:   map[disk.LogicalAddr]*dataRec{},
+		rd:       chunk.NewReader(m, set.Devices()),
+		params:   disk.BlockParams{NodeSize: int(sb.NodeSize), CsumType: sb.CsumType, FSID: sb.MetadataFSID(), SuperGen: sb.Generation},
+		items:    disk.ItemCheckParams{SectorSize: sb.SectorSize, NodeSize: sb.NodeSize, CsumType: sb.CsumType, SuperGen: sb.Generation},
+		seen:     map[string]bool{},
+		blocks:   map[disk.LogicalAddr]*blockRec{},
+		dataRefs: newSorter(opts.MemoryLimit/4, ""),
 	}
 	c.cache = newBlockCache(int(opts.MemoryLimit/4) / int(sb.NodeSize))
 	c.report.UUID = sb.FSID.String()
@@ -225,7 +236,9 @@ func (c *checker) run() error {
 		c.phase(8, "checking quota groups skipped (not enabled on this FS)")
 	} else {
 		c.phase(8, "checking quota groups")
-		c.checkQuota()
+		if err := c.checkQuota(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

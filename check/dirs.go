@@ -24,22 +24,6 @@ type nameRec struct {
 	hasType  bool
 }
 
-// dirName is a name in a directory.
-type dirName struct {
-	dir  disk.ObjectID
-	name string
-}
-
-func (f *fsTree) addName(parent, child disk.ObjectID, name []byte, set func(*nameRec)) {
-	k := nameKey{parent, child, string(name)}
-	n := f.names[k]
-	if n == nil {
-		n = &nameRec{}
-		f.names[k] = n
-	}
-	set(n)
-}
-
 // dirEntries handles a DIR_ITEM or DIR_INDEX item of directory r.
 func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	kk := k
@@ -54,11 +38,7 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	for _, d := range items {
 		r.dirNames += uint64(len(d.Name))
 		if k.Type == disk.DirIndexKey {
-			dk := dirName{r.ino, string(d.Name)}
-			if f.dirIndexNames[dk] {
-				f.report(KindDirItem, f.t.id, 0, &kk, "root %d inode %d errors: dup filename %q", f.t.id, r.ino, d.Name)
-			}
-			f.dirIndexNames[dk] = true
+			f.addDirIndexName(r.ino, d.Name, k)
 		}
 		if k.Type == disk.DirItemKey && disk.NameHash(d.Name) != k.Offset {
 			f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: name hash mismatch for %q: key offset %#x, hash %#x", f.t.id, r.ino, d.Name, k.Offset, disk.NameHash(d.Name))
@@ -70,47 +50,37 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 			f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: entry %q has location %v", f.t.id, r.ino, d.Name, d.Location)
 			continue
 		}
-		f.addName(r.ino, d.Location.ObjectID, d.Name, func(n *nameRec) {
-			if k.Type == disk.DirItemKey {
-				n.dirItem = true
-			} else {
-				n.dirIndex, n.index = true, k.Offset
-			}
-			n.ftype, n.hasType = d.Type, true
-		})
+		if k.Type == disk.DirItemKey {
+			f.addName(r.ino, d.Location.ObjectID, d.Name, nameDirItem, 0, d.Type)
+		} else {
+			f.addName(r.ino, d.Location.ObjectID, d.Name, nameDirIndex, k.Offset, d.Type)
+		}
 	}
 }
 
 // finish checks what needs the whole tree: names against refs and
 // inodes, orphans, the root directory.
-func (f *fsTree) finish() {
+func (f *fsTree) finish() error {
 	id := f.t.id
 	if _, ok := f.modes[f.rootDir]; !ok {
 		f.emit(KindInode, id, 0, nil, "root %d root dir %d not found", id, f.rootDir)
 	} else if f.modes[f.rootDir] != disk.FtDir {
 		f.emit(KindInode, id, 0, nil, "root %d root dir %d is not a directory", id, f.rootDir)
 	}
-	keys := make([]nameKey, 0, len(f.names))
-	for k := range f.names {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.child != b.child {
-			return a.child < b.child
-		}
-		if a.parent != b.parent {
-			return a.parent < b.parent
-		}
-		return a.name < b.name
-	})
 	for _, pp := range f.pending {
 		if !f.orphans[pp.ino] {
 			f.out = append(f.out, pp.p)
 		}
 	}
-	for _, k := range keys {
-		n := f.names[k]
+	if err := f.dupNames(); err != nil {
+		return err
+	}
+	names := newNameCursor(f.names)
+	for {
+		k, n, ok := names.name()
+		if !ok {
+			break
+		}
 		if k.child == f.rootDir && k.parent == f.rootDir && k.name == ".." {
 			continue
 		}
@@ -164,4 +134,5 @@ func (f *fsTree) finish() {
 	for _, ino := range inos {
 		f.emit(KindInode, id, 0, nil, "root %d inode %d errors: nlink 0 without orphan item", id, ino)
 	}
+	return names.it.Err()
 }

@@ -38,7 +38,11 @@ func (c *checker) checkExtents() error {
 	if err := c.walkTrees(); err != nil {
 		return err
 	}
+	c.dataJoin = &dataJoin{cur: c.newDataCursor(true)}
 	if err := c.readExtentTree(); err != nil {
+		return err
+	}
+	if err := c.dataJoin.finish(); err != nil {
 		return err
 	}
 	c.checkUnbacked()
@@ -214,10 +218,9 @@ func (c *checker) compareExtent(s *extentState) {
 		}
 		return
 	}
-	rec := c.data[start]
+	rec := c.dataJoin.at(c, start)
 	var found uint64
 	if rec != nil {
-		rec.hasExtent = true
 		found = uint64(len(rec.refs))
 		if rec.diskLen != length {
 			c.problemf(KindExtentRef, disk.ExtentTreeObjectID, start, nil, "file extent points at [%d %d] but the extent item is [%d %d]", start, rec.diskLen, start, length)
@@ -306,17 +309,12 @@ func (c *checker) checkUnbacked() {
 		r := c.blocks[a]
 		c.problemf(KindExtentRef, r.owner, a, nil, "ref mismatch on [%d %d] extent item 0, found %d", a, c.params.NodeSize, r.refs())
 	}
-	addrs = addrs[:0]
-	for a, r := range c.data {
-		if !r.hasExtent {
-			addrs = append(addrs, a)
-		}
+	un := c.dataJoin.unbacked
+	sort.SliceStable(un, func(i, j int) bool { return un[i].bytenr < un[j].bytenr })
+	for _, g := range un {
+		c.problemf(KindExtentRef, g.rec.refs[0].root, g.bytenr, nil, "ref mismatch on [%d %d] extent item 0, found %d", g.bytenr, g.rec.diskLen, len(g.rec.refs))
 	}
-	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
-	for _, a := range addrs {
-		r := c.data[a]
-		c.problemf(KindExtentRef, r.refs[0].root, a, nil, "ref mismatch on [%d %d] extent item 0, found %d", a, r.diskLen, len(r.refs))
-	}
+	c.dataJoin = nil
 }
 
 // checkBlockGroups compares block groups with chunks and with the extents

@@ -36,13 +36,16 @@ type fsTree struct {
 	// zeroLinks are inodes with nlink 0; each needs an orphan item.
 	zeroLinks map[disk.ObjectID]bool
 	orphans   map[disk.ObjectID]bool
-	names     map[nameKey]*nameRec
-	pending   []pendingProblem
+	// names streams every name record (names.go).
+	names   *sorter
+	nameSeq uint64
+	pending []pendingProblem
 	// out is what the tree's check found, in order, once finish ran.
 	out   []Problem
 	csums *csumLookup
-	// dirIndexNames finds a name given twice in one directory.
-	dirIndexNames map[dirName]bool
+	// dirIndexNames streams the DIR_INDEX names, to find a name given
+	// twice in one directory (names.go).
+	dirIndexNames *sorter
 }
 
 // checkFSRoots checks every subvolume tree, Workers trees at a time;
@@ -64,8 +67,8 @@ func (c *checker) checkFSRoots() error {
 			modes:         map[disk.ObjectID]disk.FileType{},
 			zeroLinks:     map[disk.ObjectID]bool{},
 			orphans:       map[disk.ObjectID]bool{},
-			names:         map[nameKey]*nameRec{},
-			dirIndexNames: map[dirName]bool{},
+			names:         newSorter(c.opts.MemoryLimit/6/int64(max(1, c.opts.Workers)), ""),
+			dirIndexNames: newSorter(c.opts.MemoryLimit/12/int64(max(1, c.opts.Workers)), ""),
 		}
 		if t.item.RootDirID != 0 {
 			f.rootDir = t.item.RootDirID
@@ -75,6 +78,11 @@ func (c *checker) checkFSRoots() error {
 	errs := make([]error, len(trees))
 	c.parallel(len(trees), func(i int) {
 		f := trees[i]
+		defer func() {
+			c.nameRuns.Add(int64(f.names.Runs() + f.dirIndexNames.Runs()))
+			f.names.Close()
+			f.dirIndexNames.Close()
+		}()
 		if err := c.ctx.Err(); err != nil {
 			errs[i] = err
 			return
@@ -83,9 +91,9 @@ func (c *checker) checkFSRoots() error {
 			return
 		}
 		f.endInode()
-		f.finish()
+		errs[i] = f.finish()
 		// What the tree needed is not needed any more.
-		f.modes, f.names, f.dirIndexNames, f.pending = nil, nil, nil, nil
+		f.modes, f.pending = nil, nil
 	})
 	for i, f := range trees {
 		if errs[i] != nil {
@@ -156,7 +164,7 @@ func (f *fsTree) item(k disk.Key, data []byte, leaf disk.Node) error {
 		}
 		for _, ref := range refs {
 			r.names++
-			f.addName(disk.ObjectID(k.Offset), r.ino, ref.Name, func(n *nameRec) { n.ref, n.refIndex = true, ref.Index })
+			f.addName(disk.ObjectID(k.Offset), r.ino, ref.Name, nameRef, ref.Index, 0)
 		}
 	case disk.InodeExtrefKey:
 		refs, err := disk.ParseInodeExtrefs(data)
@@ -166,7 +174,7 @@ func (f *fsTree) item(k disk.Key, data []byte, leaf disk.Node) error {
 		}
 		for _, ref := range refs {
 			r.names++
-			f.addName(ref.Parent, r.ino, ref.Name, func(n *nameRec) { n.ref, n.refIndex = true, ref.Index })
+			f.addName(ref.Parent, r.ino, ref.Name, nameRef, ref.Index, 0)
 		}
 	case disk.DirItemKey, disk.DirIndexKey:
 		f.dirEntries(r, k, data)

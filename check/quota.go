@@ -10,7 +10,7 @@ import (
 // the extents and the subvolumes that reach them, and compares them with
 // the quota tree's info items. A quota tree marked inconsistent or being
 // rescanned is not compared: its counts are known to be stale.
-func (c *checker) checkQuota() {
+func (c *checker) checkQuota() error {
 	t, _ := c.tree(disk.QuotaTreeObjectID)
 	var status disk.QgroupStatusItem
 	haveStatus := false
@@ -42,10 +42,10 @@ func (c *checker) checkQuota() {
 	})
 	if !haveStatus {
 		c.problemf(KindQuota, disk.QuotaTreeObjectID, 0, nil, "quota tree has no status item")
-		return
+		return nil
 	}
 	if status.Flags&disk.QgroupStatusOn == 0 || status.Flags&(disk.QgroupStatusInconsistent|disk.QgroupStatusRescan|disk.QgroupStatusSimpleMode) != 0 {
-		return
+		return nil
 	}
 	// up[q] is q and every qgroup above it. An extent counts as
 	// referenced for every qgroup above any subvolume reaching it, and as
@@ -80,11 +80,12 @@ func (c *checker) checkQuota() {
 	}
 	memo := map[disk.LogicalAddr][]disk.ObjectID{}
 	hits := map[disk.QgroupID]int{}
+	join := &dataJoin{cur: c.newDataCursor(false)}
 	for _, e := range c.extents {
 		var roots []disk.ObjectID
 		if e.meta {
 			roots = c.rootsOf(e.start, memo, 0)
-		} else if d := c.data[e.start]; d != nil {
+		} else if d := join.at(c, e.start); d != nil {
 			seen := map[disk.LogicalAddr]bool{}
 			for _, r := range d.refs {
 				if !seen[r.leaf] {
@@ -113,6 +114,9 @@ func (c *checker) checkQuota() {
 			}
 		}
 	}
+	if err := join.cur.Err(); err != nil {
+		return err
+	}
 	ids := make([]disk.QgroupID, 0, len(infos))
 	for q := range infos {
 		ids = append(ids, q)
@@ -126,6 +130,7 @@ func (c *checker) checkQuota() {
 				q, cn.rfer, cn.excl, qi.Rfer, qi.Excl)
 		}
 	}
+	return nil
 }
 
 // rootsOf returns the subvolumes (fs trees) that reach tree block addr,

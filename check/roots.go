@@ -109,7 +109,7 @@ func (c *checker) checkRootRefs() error {
 		}
 		c.problemf(KindRootRef, disk.RootTreeObjectID, 0, nil, "ERROR: root %d has no root backref but its root item has refs %d", id, t.item.Refs)
 	}
-	return nil
+	return c.checkUUIDTree()
 }
 
 // dirEntryNames reports whether subvolume parent has a DIR_ITEM in

@@ -26,9 +26,8 @@ func (r *blockRec) refs() uint64 { return uint64(len(r.parents) + len(r.roots)) 
 
 // dataRec gathers the file extent items pointing at one data extent.
 type dataRec struct {
-	diskLen   uint64
-	refs      []dataRef
-	hasExtent bool
+	diskLen uint64
+	refs    []dataRef
 }
 
 // dataRef is one EXTENT_DATA item pointing at a data extent: the data
@@ -416,16 +415,7 @@ func (c *checker) leafData(n disk.Node, tree disk.ObjectID) {
 			s.DataBytesAllocated += fe.DiskNumBytes
 			s.DataBytesReferenced += fe.NumBytes
 		}
-		d := c.data[fe.DiskBytenr]
-		if d == nil {
-			d = &dataRec{diskLen: fe.DiskNumBytes}
-			c.data[fe.DiskBytenr] = d
-		} else if d.diskLen != fe.DiskNumBytes {
-			kk := k
-			c.problemf(KindExtentRef, tree, fe.DiskBytenr, &kk, "file extent [%d %d] of root %d inode %d offset %d disagrees with other references' length %d",
-				fe.DiskBytenr, fe.DiskNumBytes, tree, k.ObjectID, k.Offset, d.diskLen)
-		}
-		d.refs = append(d.refs, dataRef{root: n.Owner(), ino: k.ObjectID, off: k.Offset - fe.Offset, leaf: n.Bytenr()})
+		c.addDataRef(fe.DiskBytenr, fe.DiskNumBytes, tree, k, dataRef{root: n.Owner(), ino: k.ObjectID, off: k.Offset - fe.Offset, leaf: n.Bytenr()})
 	}
 }
 

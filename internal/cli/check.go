@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +23,7 @@ func newCheckCommand() *cobra.Command {
 		jsonF    bool
 		readonly bool
 		devices  []string
+		memMiB   int64
 	)
 	cmd := &cobra.Command{
 		Use:   "check [--check-data-csum] [--json] [-d DEVICE]... IMAGE",
@@ -31,7 +34,9 @@ block, extent references, block groups and device extents, the free-space
 tree, the fs trees (inodes, names, file extents), the csum tree, root refs
 and quota groups.
 --check-data-csum also reads every data sector on every mirror and
-verifies its checksum. Nothing is ever written.
+verifies its checksum. Nothing is ever written. --memory-limit bounds the
+memory used (MiB); what must be cross-referenced beyond it is sorted in
+temporary files (docs/design/0024-check-memory.md).
 
 Exit status: 0 clean, 1 problems found, 2 the check could not run.`,
 		Args: cobra.ExactArgs(1),
@@ -39,7 +44,13 @@ Exit status: 0 clean, 1 problems found, 2 the check could not run.`,
 			_ = readonly // always read-only; accepted for btrfs check's command lines
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			devs := append([]string{args[0]}, devices...)
-			opts := check.Options{DataCsum: dataCsum}
+			opts := check.Options{DataCsum: dataCsum, MemoryLimit: memMiB << 20}
+			if memMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+				// The checker's own buffers stay within the limit; this
+				// makes the garbage collector keep the process near it too
+				// (a soft limit: past it the collector runs more often).
+				debug.SetMemoryLimit(memMiB << 20)
+			}
 			if !jsonF {
 				fmt.Fprintln(out, "Opening filesystem to check...")
 				fmt.Fprintf(out, "Checking filesystem on %s\n", args[0])
@@ -70,6 +81,7 @@ Exit status: 0 clean, 1 problems found, 2 the check could not run.`,
 	f.BoolVar(&dataCsum, "check-data-csum", false, "verify the checksum of every data sector, on every mirror")
 	f.BoolVar(&jsonF, "json", false, "print the problems and the summary as JSON")
 	f.StringArrayVarP(&devices, "device", "d", nil, "another device of the filesystem (repeatable)")
+	f.Int64Var(&memMiB, "memory-limit", check.DefaultMemoryLimit>>20, "memory the check may use, in MiB (buffers past it spill to temporary files)")
 	f.BoolVar(&readonly, "readonly", true, "check without writing (always; accepted for compatibility)")
 	return cmd
 }
