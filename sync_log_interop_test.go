@@ -67,12 +67,18 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			if err := fsys.Remove("filler"); err != nil {
 				t.Fatal(err)
 			}
-			names := []string{"a", "b", "c", "small"}
+			// seq takes sector-aligned appends, which grow one extent
+			// across its Syncs (growPrevious) and so change an item a
+			// synced log holds.
+			names := []string{"a", "b", "c", "small", "seq"}
 			content := map[string][]byte{}
 			for _, n := range names {
 				size := 64<<10 + rng.IntN(512<<10)
-				if n == "small" {
+				switch n {
+				case "small":
 					size = 1000
+				case "seq":
+					size = 64 << 10
 				}
 				b := make([]byte, size)
 				for i := range b {
@@ -120,6 +126,18 @@ func TestTreeLogKernelReplay(t *testing.T) {
 					content[n] = cur
 				}
 			}
+			appendSeq := func(rounds int) {
+				for range rounds {
+					p := make([]byte, 8192)
+					for i := range p {
+						p[i] = byte(rng.Uint32())
+					}
+					if _, err := files["seq"].WriteAt(p, int64(len(content["seq"]))); err != nil {
+						t.Fatal(err)
+					}
+					content["seq"] = append(content["seq"], p...)
+				}
+			}
 			synced := map[string][]byte{}
 			sync := func(n string) {
 				if err := files[n].Sync(); err != nil {
@@ -136,6 +154,11 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			write("a", 4) // again, synced again below
 			sync("a")
 			sync("small")
+			appendSeq(10)
+			sync("seq")
+			appendSeq(10) // into the extent the log holds
+			sync("seq")
+			appendSeq(5)  // after its sync
 			write("c", 8) // never synced
 			write("b", 3) // after its sync
 
@@ -145,8 +168,8 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			}
 			// A log sync takes every file written since the last one,
 			// so a later Sync may find its file in the log already.
-			if wc.LogSyncs < 1 || wc.LogSyncs > 4 || wc.Commits != 2 {
-				t.Fatalf("%d log syncs and %d commits, want 1 to 4 and 2 (the Commits above)", wc.LogSyncs, wc.Commits)
+			if wc.LogSyncs < 3 || wc.LogSyncs > 6 || wc.Commits != 2 {
+				t.Fatalf("%d log syncs and %d commits, want 3 to 6 and 2 (the Commits above)", wc.LogSyncs, wc.Commits)
 			}
 			crash := copyFile(t, img, "crash.img") // as a power loss would leave it: what the FS wrote
 			if logRootOf(t, crash) == 0 {
@@ -168,6 +191,18 @@ func TestTreeLogKernelReplay(t *testing.T) {
 			}
 			btrfstest.Check(t, []string{img}, true)
 			compareMounted(t, img, content)
+			if ro, err := btrfs.Open(img, nil); err != nil {
+				t.Fatal(err)
+			} else {
+				exts, err := ro.FileExtents("seq")
+				ro.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.opts.Compress == "" && len(exts) != 2 {
+					t.Errorf("seq: %d extents, want 2 (the committed one and one of the 25 appends): %+v", len(exts), exts)
+				}
+			}
 
 			// The crash copy, replayed by our read-only open (into
 			// memory) and by the kernel.

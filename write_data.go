@@ -2,6 +2,7 @@ package btrfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"slices"
@@ -460,6 +461,10 @@ func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, new
 		return err
 	}
 	del, keep := cutRange(exts, a, b)
+	// After the items in [a, b) are known: a grown extent reaches in.
+	if items, err = c.growPrevious(in, a, items); err != nil {
+		return err
+	}
 	add := mergeSorted(keep, items)
 	if !fsys.noHoles() {
 		holes, err := c.holesIn(in, roundUpTo(in.item.Size, pol.ss), a)
@@ -473,6 +478,63 @@ func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, new
 	}
 	in.item.Size = newSize
 	return nil
+}
+
+// growPrevious lets a write that continues the file's last write of this
+// transaction on disk as well as in the file extend that extent instead
+// of adding one (the kernel's delayed allocation gives sequential writes
+// one extent per writeback; sysbench's seqwr writes 8 KiB at a time).
+// items are the write's new extents at file offset a; it returns those
+// still to be added: none when the one new extent went into the one
+// before it. Only plain extents made in this transaction, whole (offset
+// 0, every byte referenced) and referenced by that one item, are grown
+// (txn.GrowDataExtent checks the references and the space).
+func (c *wctx) growPrevious(in *winode, a uint64, items []extent) ([]extent, error) {
+	if len(items) != 1 || a == 0 {
+		return items, nil
+	}
+	e := items[0]
+	if !plainWhole(e.fe) || e.start != a {
+		return items, nil
+	}
+	prev, err := c.fileExtents(in.ino, a-1, a)
+	if err != nil || len(prev) != 1 {
+		return items, err
+	}
+	p := prev[0]
+	if !plainWhole(p.fe) || p.start+p.length != a || p.fe.Generation != c.gen ||
+		p.fe.DiskBytenr+disk.LogicalAddr(p.fe.DiskNumBytes) != e.fe.DiskBytenr {
+		return items, nil
+	}
+	ok, err := c.t.GrowDataExtent(p.fe.DiskBytenr, p.fe.DiskNumBytes, e.fe.DiskNumBytes, c.tr.Owner(), in.ino, p.start)
+	if err != nil || !ok {
+		return items, err
+	}
+	p.fe.DiskNumBytes += e.fe.DiskNumBytes
+	p.fe.NumBytes += e.length
+	p.fe.RAMBytes += e.length
+	buf := make([]byte, p.fe.Size())
+	p.fe.Encode(buf)
+	k := disk.Key{ObjectID: in.ino, Type: disk.ExtentDataKey, Offset: p.start}
+	if err := c.tr.UpdateItem(c.tx, k, func(b []byte) error {
+		if len(b) != len(buf) {
+			return fmt.Errorf("file extent item %v of %d bytes, want %d", k, len(b), len(buf))
+		}
+		copy(b, buf)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	c.logOps = append(c.logOps, logOp{file: dirKey{tree: c.tr.Owner(), ino: in.ino}, key: k, data: buf})
+	in.item.NBytes += e.length
+	return nil, nil
+}
+
+// plainWhole reports whether fe is a regular, uncompressed, unencoded
+// extent item naming its whole extent.
+func plainWhole(fe disk.FileExtentItem) bool {
+	return fe.Type == disk.FileExtentReg && fe.Compression == 0 && fe.Encryption == 0 && fe.OtherEncoding == 0 &&
+		fe.DiskBytenr != 0 && fe.Offset == 0 && fe.NumBytes == fe.DiskNumBytes && fe.RAMBytes == fe.NumBytes
 }
 
 // holesIn returns hole items for the uncovered parts of [a, b).

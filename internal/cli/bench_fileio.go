@@ -134,8 +134,9 @@ figures together with the copy-on-write B-tree's counters per tree: how
 often split_leaf called push_leaf_right and how often the seed patch's
 shortcut ("Btrfs: more efficient push_leaf_right") was taken, and why not.
 
-When IMAGE does not exist it is made with gobtrfs mkfs (sparse, twice the
-files' size plus 1 GiB). The prepare phase then creates test_file.0 ..
+When IMAGE does not exist it is made with gobtrfs mkfs (sparse, three
+times the files' size plus 1 GiB: random overwrites keep the rest of each
+prepared extent until all of it is overwritten, as on the kernel). The prepare phase then creates test_file.0 ..
 test_file.N-1 as sysbench's prepare does (files already full size are
 reused) and the timed run follows.
 

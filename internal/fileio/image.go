@@ -10,11 +10,14 @@ import (
 )
 
 // ImageSize is the size of the image the command makes for c when it does
-// not exist: the files and half as much again (copy-on-write needs new
-// space for a block before the old one is freed at a commit) plus 256 MiB
-// for metadata and chunk rounding. Image files are sparse, so the room
-// costs nothing until used; long write runs without fsync keep every old
-// block until their one commit and may want a larger image (make it with
+// not exist: three times the files plus 1 GiB for metadata and chunk
+// rounding. Copy-on-write needs new space for a block before the old one
+// is freed at a commit, and a data extent stays whole while any part of
+// it is referenced (btrfs's bookend extents): the prepared files are
+// written as a few large extents, as the kernel's delayed allocation
+// writes them, so random overwrites free nothing until an extent is
+// overwritten completely. Image files are sparse, so the room costs
+// nothing until used; longer runs may want a larger image (make it with
 // gobtrfs mkfs first).
 func ImageSize(c Config) (int64, error) {
 	r, err := c.resolve()
@@ -22,7 +25,7 @@ func ImageSize(c Config) (int64, error) {
 		return 0, err
 	}
 	files := r.fileSize * int64(r.FileNum)
-	return files + files/2 + 256<<20, nil
+	return 3*files + 1<<30, nil
 }
 
 // copyImage copies the image at src to dst, leaving holes where src has

@@ -238,6 +238,46 @@ func (t *Txn) DropDataRef(bytenr disk.LogicalAddr, numBytes uint64, root, ino di
 	return t.changeDataRef(bytenr, numBytes, dataRefKey{root, ino, offset}, -int64(count))
 }
 
+// GrowDataExtent makes the data extent at bytenr, numBytes long, add
+// bytes longer, taking the unclaimed AllocData bytes right after it: the
+// kernel's delayed allocation writes a file's sequential writes as one
+// extent, and so do we when one write continues the last. It does so only
+// when the extent is this transaction's own (no committed EXTENT_ITEM),
+// its one reference is the file item of (root, ino, offset), the bytes
+// after it are unclaimed space of this transaction in the same block
+// group, and the result is at most disk.MaxExtentSize; ok is false
+// otherwise and nothing changed. The caller moves the file item's sizes.
+func (t *Txn) GrowDataExtent(bytenr disk.LogicalAddr, numBytes, add uint64, root, ino disk.ObjectID, offset uint64) (ok bool, err error) {
+	a, end := uint64(bytenr)+numBytes, uint64(bytenr)+numBytes+add
+	if add == 0 || !t.sectorAligned(add) || end < a || numBytes+add > disk.MaxExtentSize {
+		return false, nil
+	}
+	t.mu.Lock()
+	g := t.fs.space.Group(uint64(bytenr))
+	same := g != nil && g == t.fs.space.Group(end-1)
+	t.mu.Unlock()
+	if !same {
+		return false, nil
+	}
+	d := &t.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, t.errDataClosed()
+	}
+	dd := d.deltas[bytenr]
+	if dd == nil || !dd.fresh || dd.numBytes != numBytes || len(dd.refs) != 1 ||
+		dd.refs[dataRefKey{root, ino, offset}] != 1 || !d.reserved.Contains(a, end) {
+		return false, nil
+	}
+	if next := d.deltas[disk.LogicalAddr(a)]; next != nil {
+		return false, nil // cannot be while [a, end) is unclaimed; be sure
+	}
+	d.reserved.Remove(a, end)
+	dd.numBytes += add
+	return true, nil
+}
+
 // changeDataRef records a reference change of delta.
 func (t *Txn) changeDataRef(bytenr disk.LogicalAddr, numBytes uint64, k dataRefKey, delta int64) error {
 	a, end := uint64(bytenr), uint64(bytenr)+numBytes
