@@ -265,11 +265,14 @@ func (fsys *FS) changeInDir(op, name string, fn func(c *wctx) (started bool, err
 	}})
 }
 
-// changeUnlink is change of a change that removes the name of a file
-// (not a directory) from its directory: it edits that directory and that
-// file, both resolved before a parallel run, and runs in order with every
-// other change to either. A directory's removal runs alone: paths others
-// resolve may pass through it.
+// changeUnlink is change of a change that removes a name from its
+// directory: it edits that directory and the inode named, both resolved
+// before a parallel run, and runs in order with every other change to
+// either. An empty directory's removal may run in parallel too: a path
+// that passes through it leads to a name made in it, by a change of the
+// same chain (its directory is the one removed), which runs first and
+// makes the removal fail with ENOTEMPTY; a change naming the directory
+// itself is of the same chain. A subvolume's removal runs alone.
 func (fsys *FS) changeUnlink(op, name string, fn func(c *wctx) (started bool, err error)) error {
 	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: func(c *wctx) ([]dirKey, error) {
 		parent, base, err := c.splitParent(name)
@@ -280,11 +283,29 @@ func (fsys *FS) changeUnlink(op, name string, fn func(c *wctx) (started bool, er
 		switch {
 		case err != nil:
 			return nil, err
-		case de == nil || de.Type == disk.FtDir || de.Location.Type != disk.InodeItemKey:
-			return nil, errRunAlone // nothing to remove, a directory, a subvolume
+		case de == nil || de.Location.Type != disk.InodeItemKey:
+			return nil, errRunAlone // nothing to remove, a subvolume
 		}
 		t := parent.tr.Owner()
 		return []dirKey{{tree: t, ino: parent.ino}, {tree: t, ino: de.Location.ObjectID}}, nil
+	}})
+}
+
+// changeLink is change of a change that gives the existing inode oldname
+// resolves to a new name in newname's directory (link): it edits that
+// inode and that directory, both resolved before a parallel run, and
+// removes no name, so the paths others resolved stay true.
+func (fsys *FS) changeLink(op, oldname, newname string, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeWith(op, oldname, &changeReq{fn: fn, resolve: func(c *wctx) ([]dirKey, error) {
+		in, err := c.resolve(oldname)
+		if err != nil {
+			return nil, err
+		}
+		parent, _, err := c.splitParent(newname)
+		if err != nil {
+			return nil, err
+		}
+		return []dirKey{{tree: in.tr.Owner(), ino: in.ino}, {tree: parent.tr.Owner(), ino: parent.ino}}, nil
 	}})
 }
 

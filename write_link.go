@@ -21,7 +21,7 @@ const linkMax = 65535
 // *os.LinkError, as from os.Link: ENOENT, EEXIST, ENOTDIR, ENAMETOOLONG,
 // EPERM for a directory, EMLINK at 65535 links, EXDEV across subvolumes.
 func (fsys *FS) Link(oldname, newname string) error {
-	err := fsys.change("link", oldname, func(c *wctx) (bool, error) {
+	err := fsys.changeLink("link", oldname, newname, func(c *wctx) (bool, error) {
 		if !validPath(newname) {
 			return false, fs.ErrInvalid
 		}

@@ -279,6 +279,11 @@ func TestParallelCreates(t *testing.T) {
 	if err := fsys.WriteFile("g", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for _, d := range []string{"empty", "full"} {
+		if err := fsys.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := fsys.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -354,6 +359,20 @@ func TestParallelCreates(t *testing.T) {
 	queue("remove e1/l", func() error { return fsys.Remove("e1/l") })
 	want["remove e9"] = syscall.ENOENT
 	queue("remove e9", func() error { return fsys.Remove("e9") })
+	// Removals of empty directories: beside the others; one that a
+	// change of the run fills first is not empty any more.
+	want["rmdir empty"] = nil
+	queue("rmdir empty", func() error { return fsys.Remove("empty") })
+	want["create full/x"] = nil
+	queue("create full/x", func() error { return fsys.CreateEmpty("full/x", 0o644) })
+	want["rmdir full"] = syscall.ENOTEMPTY
+	queue("rmdir full", func() error { return fsys.Remove("full") })
+	// Hard links: beside the others, in order with the changes of the
+	// inode (e3/old above) and of the new name's directory (e0).
+	want["link e3/old e0/hl"] = nil
+	queue("link e3/old e0/hl", func() error { return fsys.Link("e3/old", "e0/hl") })
+	want["link e0/old e0/hl2"] = nil
+	queue("link e0/old e0/hl2", func() error { return fsys.Link("e0/old", "e0/hl2") })
 	w.mu.Unlock()
 	for range queued + 1 {
 		r := <-res
@@ -369,9 +388,10 @@ func TestParallelCreates(t *testing.T) {
 	}
 	after, _ := fsys.WriteCounters()
 	// All but d0/x, chmod e0/f1 and remove e1/l (the symlink is made in
-	// the run: run alone) and the three refused ones ran in parallel.
-	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-6) {
-		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-6)
+	// the run: run alone) and the four refused ones (a failed change does
+	// not count) ran in parallel.
+	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-7) {
+		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-7)
 	}
 	stat := func(name string) *Stat {
 		t.Helper()
@@ -393,9 +413,19 @@ func TestParallelCreates(t *testing.T) {
 	if st := stat("e0/f1"); st.Mode&0o7777 != 0o640 {
 		t.Errorf("e0/f1 mode %o", st.Mode)
 	}
-	if st := stat("e3/old"); st.UID != 7 || st.GID != 8 {
-		t.Errorf("e3/old owner %d:%d", st.UID, st.GID)
+	if st := stat("e3/old"); st.UID != 7 || st.GID != 8 || st.Nlink != 2 {
+		t.Errorf("e3/old owner %d:%d, %d links", st.UID, st.GID, st.Nlink)
 	}
+	if b, err := fsys.ReadFile("e0/hl"); err != nil || len(b) != 100 || string(b[50:52]) != "zz" {
+		t.Errorf("e0/hl, a link to e3/old: %d bytes, %v", len(b), err)
+	}
+	if st := stat("e0/hl2"); st.Nlink != 2 || st.Mode&0o7777 != 0o600 {
+		t.Errorf("e0/hl2: %d links, mode %o", st.Nlink, st.Mode)
+	}
+	if _, err := fsys.Stat("empty"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("empty after rmdir: %v", err)
+	}
+	stat("full/x")
 	if b, err := fsys.ReadFile("e3/old"); err != nil || len(b) != 100 || string(b[50:52]) != "zz" || b[52] != 'o' {
 		t.Errorf("e3/old after truncate and write: %q %v", b, err)
 	}
@@ -428,7 +458,8 @@ func TestParallelCreates(t *testing.T) {
 			mu.Lock()
 			model[dirs[0]] = nil
 			mu.Unlock()
-			var mine []string // files this goroutine made
+			var mine []string  // files this goroutine made
+			var empty []string // empty directories it made
 			for k := range 120 {
 				if len(mine) > 0 && rng.Intn(8) == 0 {
 					i := rng.Intn(len(mine))
@@ -445,6 +476,43 @@ func TestParallelCreates(t *testing.T) {
 				}
 				dir := dirs[rng.Intn(len(dirs))]
 				name := fmt.Sprintf("%s/g%d-%d", dir, g, k)
+				switch r := rng.Intn(10); {
+				case r == 0 && len(mine) > 0:
+					// A hard link, beside the others' changes.
+					src := mine[rng.Intn(len(mine))]
+					if err := fsys.Link(src, name); err != nil {
+						fail <- err
+						return
+					}
+					mu.Lock()
+					model[name] = model[src]
+					mu.Unlock()
+					mine = append(mine, name)
+					continue
+				case r == 1 && len(empty) > 0:
+					// An empty directory's removal, beside them too.
+					i := rng.Intn(len(empty))
+					victim := empty[i]
+					empty = append(empty[:i], empty[i+1:]...)
+					if err := fsys.Remove(victim); err != nil {
+						fail <- err
+						return
+					}
+					mu.Lock()
+					delete(model, victim)
+					mu.Unlock()
+					continue
+				case r == 2:
+					if err := fsys.Mkdir(name, 0o700); err != nil {
+						fail <- err
+						return
+					}
+					mu.Lock()
+					model[name] = nil
+					mu.Unlock()
+					empty = append(empty, name)
+					continue
+				}
 				if rng.Intn(4) == 0 && dir != "shared" {
 					if err := fsys.Mkdir(name, 0o755); err != nil {
 						fail <- err
