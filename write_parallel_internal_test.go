@@ -279,7 +279,7 @@ func TestParallelCreates(t *testing.T) {
 	if err := fsys.WriteFile("g", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"empty", "full"} {
+	for _, d := range []string{"empty", "full", "gone"} {
 		if err := fsys.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -367,6 +367,10 @@ func TestParallelCreates(t *testing.T) {
 	queue("create full/x", func() error { return fsys.CreateEmpty("full/x", 0o644) })
 	want["rmdir full"] = syscall.ENOTEMPTY
 	queue("rmdir full", func() error { return fsys.Remove("full") })
+	want["rmdir gone"] = nil
+	queue("rmdir gone", func() error { return fsys.Remove("gone") })
+	want["create gone/x"] = syscall.ENOENT
+	queue("create gone/x", func() error { return fsys.CreateEmpty("gone/x", 0o644) })
 	// Hard links: beside the others, in order with the changes of the
 	// inode (e3/old above) and of the new name's directory (e0).
 	want["link e3/old e0/hl"] = nil
@@ -388,10 +392,10 @@ func TestParallelCreates(t *testing.T) {
 	}
 	after, _ := fsys.WriteCounters()
 	// All but d0/x, chmod e0/f1 and remove e1/l (the symlink is made in
-	// the run: run alone) and the four refused ones (a failed change does
+	// the run: run alone) and the five refused ones (a failed change does
 	// not count) ran in parallel.
-	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-7) {
-		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-7)
+	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-8) {
+		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-8)
 	}
 	stat := func(name string) *Stat {
 		t.Helper()
