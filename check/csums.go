@@ -103,6 +103,7 @@ func (c *checker) verifyData(work []csumRange) {
 			buf := make([]byte, ss)
 			got := make([]byte, 0, csize)
 			pbuf := newParityBufs(ss)
+			mp := new(chunk.Mapping)
 			for r := range ch {
 				for i := 0; i*csize < len(r.sums); i++ {
 					if c.ctx.Err() != nil {
@@ -110,7 +111,11 @@ func (c *checker) verifyData(work []csumRange) {
 					}
 					logical := r.start + disk.LogicalAddr(i*ss)
 					want := r.sums[i*csize : (i+1)*csize]
-					mp, err := c.m.Mirrors(logical, uint64(ss))
+					ch, err := c.m.Lookup(logical)
+					if err == nil {
+						// One mapping per worker, refilled: no garbage per sector.
+						ch.MapRange(logical, uint64(ss), mp)
+					}
 					if err != nil || mp.Length < uint64(ss) {
 						c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "data at %d is not mapped by any chunk", logical)
 						continue

@@ -51,6 +51,15 @@ Exit status: 0 clean, 1 problems found, 2 the check could not run.`,
 				// (a soft limit: past it the collector runs more often).
 				debug.SetMemoryLimit(memMiB << 20)
 			}
+			if os.Getenv("GOGC") == "" {
+				// Peak memory is what the check is measured by: the
+				// command's collector target (cmd/gobtrfs: 400, for
+				// image builds) would let the heap grow to five times
+				// what lives; the Go default, twice. --check-data-csum
+				// of 1 GiB: 28 MB peak RSS before, 19 MB after
+				// (btrfs check: 21 MB).
+				debug.SetGCPercent(100)
+			}
 			if !jsonF {
 				fmt.Fprintln(out, "Opening filesystem to check...")
 				fmt.Fprintf(out, "Checking filesystem on %s\n", args[0])
