@@ -12,7 +12,7 @@ import (
 // The check and the rename are one change, so no other change can make
 // newname in between.
 func (fsys *FS) RenameNoReplace(oldname, newname string) error {
-	err := fsys.change("rename", oldname, func(c *wctx) (bool, error) {
+	err := fsys.changeRename("rename", oldname, newname, func(c *wctx) (bool, error) {
 		extref := fsys.features()&disk.IncompatExtendedIref != 0
 		if err := renameNamesErr(oldname, newname); err != nil {
 			return false, err
@@ -48,7 +48,7 @@ func (fsys *FS) RenameNoReplace(oldname, newname string) error {
 // and ctime. Two names of one inode exchange to nothing, as on Linux.
 // Errors come as *os.LinkError.
 func (fsys *FS) RenameExchange(oldname, newname string) error {
-	err := fsys.change("rename", oldname, func(c *wctx) (bool, error) {
+	err := fsys.changeRename("rename", oldname, newname, func(c *wctx) (bool, error) {
 		extref := fsys.features()&disk.IncompatExtendedIref != 0
 		if err := renameNamesErr(oldname, newname); err != nil {
 			return false, err

@@ -309,6 +309,45 @@ func (fsys *FS) changeLink(op, oldname, newname string, fn func(c *wctx) (starte
 	}})
 }
 
+// changeRename is change of a rename (plain, RENAME_NOREPLACE or
+// RENAME_EXCHANGE) of a name that is not a directory over one that is
+// not a directory either, or none: it edits the two directories, the
+// inode moved and the one replaced or exchanged, all resolved before a
+// parallel run. No directory moves, so the paths others resolved stay
+// true; a change that resolved either name is in the chain of its inode
+// (or, for a name made later, of its directory, or it runs after the
+// run). Renames of directories and of subvolumes run alone: paths
+// others resolve may pass through them.
+func (fsys *FS) changeRename(op, oldname, newname string, fn func(c *wctx) (started bool, err error)) error {
+	return fsys.changeWith(op, oldname, &changeReq{fn: fn, resolve: func(c *wctx) ([]dirKey, error) {
+		if !validPath(newname) {
+			return nil, errRunAlone
+		}
+		keys := make([]dirKey, 0, 4)
+		for i, name := range []string{oldname, newname} {
+			parent, base, err := c.splitParent(name)
+			if err != nil {
+				return nil, err
+			}
+			de, err := c.dirEntry(parent.ino, base)
+			switch {
+			case err != nil:
+				return nil, err
+			case de == nil && i == 0:
+				return nil, errRunAlone // nothing to move
+			case de != nil && (de.Type == disk.FtDir || de.Location.Type != disk.InodeItemKey):
+				return nil, errRunAlone // a directory or a subvolume
+			}
+			t := parent.tr.Owner()
+			keys = append(keys, dirKey{tree: t, ino: parent.ino})
+			if de != nil {
+				keys = append(keys, dirKey{tree: t, ino: de.Location.ObjectID})
+			}
+		}
+		return keys, nil
+	}})
+}
+
 // changeOnInode is change of a change that edits the one existing inode
 // name resolves to (c.resolve) and nothing else: attributes, xattrs,
 // flags, data by path. It may run beside changes to other inodes

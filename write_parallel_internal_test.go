@@ -279,7 +279,12 @@ func TestParallelCreates(t *testing.T) {
 	if err := fsys.WriteFile("g", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"empty", "full", "gone"} {
+	for name, b := range map[string]string{"e1/r1": "r1", "e3/r2": "r2", "e2/target": "t"} {
+		if err := fsys.WriteFile(name, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"empty", "full", "gone", "dir"} {
 		if err := fsys.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -377,6 +382,18 @@ func TestParallelCreates(t *testing.T) {
 	queue("link e3/old e0/hl", func() error { return fsys.Link("e3/old", "e0/hl") })
 	want["link e0/old e0/hl2"] = nil
 	queue("link e0/old e0/hl2", func() error { return fsys.Link("e0/old", "e0/hl2") })
+	// Renames of files: beside the others, in order with the changes of
+	// both directories and both inodes; a directory's rename runs alone.
+	want["rename e1/r1 e2/target"] = nil
+	queue("rename e1/r1 e2/target", func() error { return fsys.Rename("e1/r1", "e2/target") })
+	want["rename e3/r2 e3/r2b"] = nil
+	queue("rename e3/r2 e3/r2b", func() error { return fsys.Rename("e3/r2", "e3/r2b") })
+	want["noreplace e1/old e0/hl"] = syscall.EEXIST // linked above, in e0's chain
+	queue("noreplace e1/old e0/hl", func() error { return fsys.RenameNoReplace("e1/old", "e0/hl") })
+	want["exchange e0/old e1/old"] = nil
+	queue("exchange e0/old e1/old", func() error { return fsys.RenameExchange("e0/old", "e1/old") })
+	want["rename dir dir2"] = nil
+	queue("rename dir dir2", func() error { return fsys.Rename("dir", "dir2") })
 	w.mu.Unlock()
 	for range queued + 1 {
 		r := <-res
@@ -392,10 +409,10 @@ func TestParallelCreates(t *testing.T) {
 	}
 	after, _ := fsys.WriteCounters()
 	// All but d0/x, chmod e0/f1 and remove e1/l (the symlink is made in
-	// the run: run alone) and the five refused ones (a failed change does
-	// not count) ran in parallel.
-	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-8) {
-		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-8)
+	// the run: run alone), the rename of a directory and the six refused
+	// ones (a failed change does not count) ran in parallel.
+	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-10) {
+		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-10)
 	}
 	stat := func(name string) *Stat {
 		t.Helper()
@@ -411,8 +428,25 @@ func TestParallelCreates(t *testing.T) {
 	if _, err := fsys.Stat("e1/l"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("e1/l after remove: %v", err)
 	}
-	if st := stat("e0/old"); st.Mode&0o7777 != 0o600 {
-		t.Errorf("e0/old mode %o", st.Mode)
+	// e0/old was chmod 600 and linked to e0/hl2, then exchanged with
+	// e1/old.
+	if st := stat("e1/old"); st.Mode&0o7777 != 0o600 || st.Nlink != 2 {
+		t.Errorf("e1/old mode %o, %d links", st.Mode, st.Nlink)
+	}
+	if st := stat("e0/old"); st.Mode&0o7777 != 0o644 || st.Nlink != 1 {
+		t.Errorf("e0/old mode %o, %d links", st.Mode, st.Nlink)
+	}
+	if b, err := fsys.ReadFile("e2/target"); err != nil || string(b) != "r1" {
+		t.Errorf("e2/target after the rename over it: %q %v", b, err)
+	}
+	for _, gone := range []string{"e1/r1", "e3/r2", "dir"} {
+		if _, err := fsys.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after its rename: %v", gone, err)
+		}
+	}
+	stat("e3/r2b")
+	if stat("dir2").Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		t.Error("dir2 is not a directory")
 	}
 	if st := stat("e0/f1"); st.Mode&0o7777 != 0o640 {
 		t.Errorf("e0/f1 mode %o", st.Mode)
@@ -505,6 +539,20 @@ func TestParallelCreates(t *testing.T) {
 					mu.Lock()
 					delete(model, victim)
 					mu.Unlock()
+					continue
+				case r == 3 && len(mine) > 0:
+					// A rename of a file, to another directory maybe.
+					i := rng.Intn(len(mine))
+					src := mine[i]
+					if err := fsys.Rename(src, name); err != nil {
+						fail <- err
+						return
+					}
+					mu.Lock()
+					model[name] = model[src]
+					delete(model, src)
+					mu.Unlock()
+					mine[i] = name
 					continue
 				case r == 2:
 					if err := fsys.Mkdir(name, 0o700); err != nil {

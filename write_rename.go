@@ -23,7 +23,7 @@ import (
 // change time, both parents new mtime and ctime. Errors come as
 // *os.LinkError, as from os.Rename.
 func (fsys *FS) Rename(oldname, newname string) error {
-	err := fsys.change("rename", oldname, func(c *wctx) (bool, error) {
+	err := fsys.changeRename("rename", oldname, newname, func(c *wctx) (bool, error) {
 		extref := fsys.features()&disk.IncompatExtendedIref != 0
 		if err := renameNamesErr(oldname, newname); err != nil {
 			return false, err
