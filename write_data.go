@@ -502,7 +502,7 @@ func (c *wctx) growPrevious(in *winode, a uint64, items []extent) ([]extent, err
 		return items, err
 	}
 	p := prev[0]
-	if !plainWhole(p.fe) || p.start+p.length != a || p.fe.Generation != c.gen ||
+	if !plainWhole(p.fe) || p.start+p.length != a || p.fe.Generation != c.gen || p.length+e.length > maxGrownExtent ||
 		p.fe.DiskBytenr+disk.LogicalAddr(p.fe.DiskNumBytes) != e.fe.DiskBytenr {
 		return items, nil
 	}
@@ -529,6 +529,16 @@ func (c *wctx) growPrevious(in *winode, a uint64, items []extent) ([]extent, err
 	in.item.NBytes += e.length
 	return nil, nil
 }
+
+// maxGrownExtent bounds the extents growPrevious makes. An extent stays
+// allocated whole while any part of it is referenced (a bookend), so a
+// file rewritten piece by piece holds its old extents until each is
+// overwritten completely: the larger they are, the more space a rewrite
+// needs beside the file (a 40 MiB file rewritten in 1 MiB pieces on a
+// small image ran out of space with one 40 MiB extent,
+// TestWriteOverPinnedSpace). 1 MiB makes 128 writes of 8 KiB one extent
+// and leaves writes of 1 MiB and more (FUSE's largest) as they are.
+const maxGrownExtent = 1 << 20
 
 // plainWhole reports whether fe is a regular, uncompressed, unencoded
 // extent item naming its whole extent.

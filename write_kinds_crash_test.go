@@ -124,7 +124,7 @@ func TestKindsPowerLoss(t *testing.T) {
 				if err == nil {
 					t.Fatalf("loss at %d of %d: the change succeeded", p, total)
 				}
-				btrfstest.Check(t, paths, true)
+				btrfstest.CheckPowerLoss(t, paths, true)
 				states[kindsState(t, paths, before, after)]++
 				if p > total-8 {
 					// Around the superblock writes the devices may be at
@@ -140,7 +140,7 @@ func TestKindsPowerLoss(t *testing.T) {
 					if err := fsys.Close(); err != nil {
 						t.Fatal(err)
 					}
-					btrfstest.Check(t, paths, true)
+					btrfstest.CheckPowerLoss(t, paths, true)
 				}
 			}
 			t.Logf("%d writes and syncs; after the losses: %v", total, states)
