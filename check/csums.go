@@ -89,6 +89,10 @@ func (c *checker) csumCovered(data []extentRec, start, end disk.LogicalAddr, k *
 	}
 }
 
+// verifyReadMax is the most one read of a copy takes when checking data
+// checksums: a sector at a time made a system call per 4 KiB.
+const verifyReadMax = 256 << 10
+
 // verifyData reads every sector the ranges cover, on every copy, and
 // compares its checksum, on Workers goroutines.
 func (c *checker) verifyData(work []csumRange) {
@@ -100,43 +104,58 @@ func (c *checker) verifyData(work []csumRange) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, ss)
+			buf := make([]byte, verifyReadMax)
 			got := make([]byte, 0, csize)
 			pbuf := newParityBufs(ss)
 			mp := new(chunk.Mapping)
 			for r := range ch {
-				for i := 0; i*csize < len(r.sums); i++ {
+				nsums := len(r.sums) / csize
+				for i := 0; i < nsums; {
 					if c.ctx.Err() != nil {
 						return
 					}
 					logical := r.start + disk.LogicalAddr(i*ss)
-					want := r.sums[i*csize : (i+1)*csize]
 					ch, err := c.m.Lookup(logical)
 					if err == nil {
-						// One mapping per worker, refilled: no garbage per sector.
-						ch.MapRange(logical, uint64(ss), mp)
+						// As many sectors as one read of every copy takes
+						// (MapRange stops at the stripe element); one
+						// sector on RAID5/6, whose parity is checked per
+						// sector. One mapping per worker, refilled.
+						n := min(nsums-i, verifyReadMax/ss)
+						if ch.Profile().Parity() > 0 {
+							n = 1
+						}
+						ch.MapRange(logical, uint64(n*ss), mp)
 					}
 					if err != nil || mp.Length < uint64(ss) {
 						c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "data at %d is not mapped by any chunk", logical)
+						i++
 						continue
 					}
+					k := int(mp.Length) / ss
 					for _, loc := range mp.Copies {
 						dev, ok := c.set.Devices()[loc.DevID]
 						if !ok {
 							continue
 						}
-						if n, err := dev.ReadAt(buf, int64(loc.Physical)); n != ss {
-							c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "cannot read data at %d on devid %d physical %d: %v", logical, loc.DevID, loc.Physical, err)
+						b := buf[:k*ss]
+						if n, err := dev.ReadAt(b, int64(loc.Physical)); n != len(b) {
+							c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "cannot read data at %d (%d bytes) on devid %d physical %d: %v", logical, len(b), loc.DevID, loc.Physical, err)
 							continue
 						}
-						got = c.sb.CsumType.Sum(got[:0], buf)
-						if !bytes.Equal(got, want) {
-							c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "mirror %d bytenr %d csum %x expected csum %x", loc.Stripe+1, logical, got, want)
+						for j := range k {
+							want := r.sums[(i+j)*csize : (i+j+1)*csize]
+							got = c.sb.CsumType.Sum(got[:0], b[j*ss:(j+1)*ss])
+							if !bytes.Equal(got, want) {
+								at := logical + disk.LogicalAddr(j*ss)
+								c.problemf(KindDataCsum, disk.CsumTreeObjectID, at, nil, "mirror %d bytenr %d csum %x expected csum %x", loc.Stripe+1, at, got, want)
+							}
 						}
 					}
 					if mp.Chunk.Profile().Parity() > 0 {
-						c.verifyParity(mp, want, pbuf)
+						c.verifyParity(mp, r.sums[i*csize:(i+1)*csize], pbuf)
 					}
+					i += k
 				}
 			}
 		}()
