@@ -5,6 +5,7 @@ import (
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // FileExtent is one extent of a file's data, as FIEMAP reports it: the
@@ -27,7 +28,11 @@ type FileExtent struct {
 }
 
 // FileExtents lists the extents of the named file (symlinks followed) in
-// file order, as `btrfs filesystem du` counts them.
+// file order, as `btrfs filesystem du` counts them. On a writable FS it
+// sees the running transaction: extents written since the last commit
+// are listed too, shared when a clone of this transaction references
+// them elsewhere. The Shared flag of an extent of an earlier commit says
+// what that commit's extent tree holds.
 func (fsys *FS) FileExtents(name string) ([]FileExtent, error) {
 	fsys.rlock()
 	defer fsys.runlock()
@@ -68,6 +73,17 @@ func (fsys *FS) FileExtents(name string) ([]FileExtent, error) {
 					return nil, err
 				}
 				et = fsys.cursor(ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: disk.ExtentTreeObjectID})
+			}
+			if t := fsys.runningTxn(); t != nil {
+				// Made in the running transaction: its extent item comes
+				// at the commit, its references are the transaction's.
+				var fresh bool
+				if s, fresh = t.FreshDataShared(fe.DiskBytenr, in.sv.id, in.ino); fresh {
+					shared[fe.DiskBytenr] = s
+					x.Shared = s
+					out = append(out, x)
+					continue
+				}
 			}
 			if s, err = extentShared(et, fe.DiskBytenr, fe.DiskNumBytes, in.sv.id, in.ino); err != nil {
 				return nil, &fs.PathError{Op: "extents", Path: name, Err: err}
@@ -124,4 +140,13 @@ func extentShared(c *ctree.Cursor, addr disk.LogicalAddr, size uint64, root, ino
 	}
 	// References counted but not found are someone else's.
 	return mine != item.Refs, nil
+}
+
+// runningTxn is the writable FS's running transaction, or nil (read-only
+// opens, between transactions). The caller holds rlock, which keeps it.
+func (fsys *FS) runningTxn() *txn.Txn {
+	if fsys.w == nil {
+		return nil
+	}
+	return fsys.w.t
 }

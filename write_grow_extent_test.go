@@ -72,8 +72,19 @@ func TestSequentialWritesGrowOneExtent(t *testing.T) {
 	for range 5 {
 		write("partial", len(model["partial"]), 3000)
 	}
+	// Before the commit: the running transaction's extents, with what
+	// its clone shares.
+	if got := extents("seq"); len(got) != 1 || got[0].Length != 800<<10 || got[0].Shared {
+		t.Fatalf("seq before the commit: %+v, want one extent of 800 KiB, not shared", got)
+	}
+	if got := extents("cloned"); len(got) != 2 || !got[0].Shared || got[1].Shared {
+		t.Fatalf("cloned before the commit: %+v, want the cloned extent shared and the next not", got)
+	}
 	if err := fsys.Commit(); err != nil {
 		t.Fatal(err)
+	}
+	if got := extents("cloned"); len(got) != 2 || !got[0].Shared || got[1].Shared {
+		t.Fatalf("cloned after the commit: %+v, want the cloned extent shared and the next not", got)
 	}
 	if got := extents("seq"); len(got) != 1 || got[0].Length != 800<<10 {
 		t.Fatalf("seq: %+v, want one extent of 800 KiB", got)

@@ -278,6 +278,26 @@ func (t *Txn) GrowDataExtent(bytenr disk.LogicalAddr, numBytes, add uint64, root
 	return true, nil
 }
 
+// FreshDataShared reports, for a data extent this transaction made (no
+// committed EXTENT_ITEM yet; fresh true), whether it has references
+// other than those of inode ino in tree root, as FIEMAP's SHARED flag
+// tells. fresh is false for any other address.
+func (t *Txn) FreshDataShared(bytenr disk.LogicalAddr, root, ino disk.ObjectID) (shared, fresh bool) {
+	d := &t.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dd := d.deltas[bytenr]
+	if dd == nil || !dd.fresh {
+		return false, false
+	}
+	for k, n := range dd.refs {
+		if n > 0 && (k.root != root || k.ino != ino) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
 // changeDataRef records a reference change of delta.
 func (t *Txn) changeDataRef(bytenr disk.LogicalAddr, numBytes uint64, k dataRefKey, delta int64) error {
 	a, end := uint64(bytenr), uint64(bytenr)+numBytes
