@@ -24,15 +24,21 @@ type sorter struct {
 	limit int64
 	dir   string // "" = os.TempDir()
 
-	buf   [][]byte
+	buf   [][]byte // records, slices of arena chunks
+	arena []byte   // the chunk records are copied into
 	bytes int64
 	runs  []*os.File
 	err   error
 }
 
-// recOverhead is what one buffered record costs beside its bytes (the
-// slice header in buf and the allocation's rounding).
-const recOverhead = 32
+// recOverhead is what one buffered record costs beside its bytes (its
+// slice header in buf).
+const recOverhead = 24
+
+// arenaChunk is the size of the chunks records are copied into: one
+// allocation per chunk, not one per record (a million names made a
+// tenth of a check's CPU time in allocations and collections).
+const arenaChunk = 1 << 20
 
 func newSorter(limit int64, dir string) *sorter {
 	if limit < 1<<10 {
@@ -46,7 +52,12 @@ func (s *sorter) Add(rec []byte) {
 	if s.err != nil {
 		return
 	}
-	s.buf = append(s.buf, bytes.Clone(rec))
+	if cap(s.arena)-len(s.arena) < len(rec) {
+		s.arena = make([]byte, 0, max(arenaChunk, len(rec)))
+	}
+	at := len(s.arena)
+	s.arena = append(s.arena, rec...)
+	s.buf = append(s.buf, s.arena[at:len(s.arena):len(s.arena)])
 	s.bytes += int64(len(rec)) + recOverhead
 	if s.bytes >= s.limit {
 		s.spill()
@@ -81,6 +92,9 @@ func (s *sorter) spill() {
 	clear(s.buf)
 	s.buf = s.buf[:0]
 	s.bytes = 0
+	// Every record is in the run now: the current chunk is free again
+	// (the others go to the collector).
+	s.arena = s.arena[:0]
 }
 
 // Merge returns the records in byte order. The sorter may not be added to
@@ -117,6 +131,7 @@ func (s *sorter) Close() {
 	}
 	s.runs = nil
 	s.buf = nil
+	s.arena = nil
 }
 
 // runSource is one sorted run: the in-memory tail, or a spilled file.
