@@ -332,11 +332,12 @@ func TestGenLogFixtures(t *testing.T) {
 	}
 }
 
-// TestLogReplayUnwritable: a filesystem with a log that we do not write
-// (the v1 space cache, unless a later change learns it) opens read-only
-// with the log ignored and a warning saying so, showing the last commit;
-// where we can write it, the open replays as usual. OpenWritable never
-// drops the log.
+// TestLogReplayUnwritable: a filesystem with a log that we would not
+// write opens read-only with the log ignored and a warning saying so,
+// showing the last commit; where we can write it, the open replays as
+// usual. OpenWritable never drops the log. Its image has the v1 space
+// cache, which was such a filesystem until we learnt to convert it: it
+// now takes the replaying branch.
 func TestLogReplayUnwritable(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	c := logCases()[0]
