@@ -456,13 +456,23 @@ func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, new
 		in.item.Flags |= disk.InodeNoCompress
 	}
 	b := a + uint64(len(buf))
-	exts, err := c.fileExtents(in.ino, a, b)
+	// One search from the sector before a: the item ending exactly at a
+	// is the one growPrevious may extend (cutRange passes it over).
+	from := a
+	if a > 0 {
+		from = a - 1
+	}
+	exts, err := c.fileExtents(in.ino, from, b)
 	if err != nil {
 		return err
 	}
 	del, keep := cutRange(exts, a, b)
+	var prev *extent
+	if len(exts) > 0 && exts[0].start+exts[0].length == a {
+		prev = &exts[0]
+	}
 	// After the items in [a, b) are known: a grown extent reaches in.
-	if items, err = c.growPrevious(in, a, items); err != nil {
+	if items, err = c.growPrevious(in, a, items, prev); err != nil {
 		return err
 	}
 	add := mergeSorted(keep, items)
@@ -488,20 +498,17 @@ func (c *wctx) replaceData(in *winode, buf []byte, a uint64, pol dataPolicy, new
 // still to be added: none when the one new extent went into the one
 // before it. Only plain extents made in this transaction, whole (offset
 // 0, every byte referenced) and referenced by that one item, are grown
-// (txn.GrowDataExtent checks the references and the space).
-func (c *wctx) growPrevious(in *winode, a uint64, items []extent) ([]extent, error) {
-	if len(items) != 1 || a == 0 {
+// (txn.GrowDataExtent checks the references and the space). prev is the
+// file's item ending exactly at a, or nil.
+func (c *wctx) growPrevious(in *winode, a uint64, items []extent, prev *extent) ([]extent, error) {
+	if len(items) != 1 || prev == nil {
 		return items, nil
 	}
 	e := items[0]
 	if !plainWhole(e.fe) || e.start != a {
 		return items, nil
 	}
-	prev, err := c.fileExtents(in.ino, a-1, a)
-	if err != nil || len(prev) != 1 {
-		return items, err
-	}
-	p := prev[0]
+	p := *prev
 	if !plainWhole(p.fe) || p.start+p.length != a || p.fe.Generation != c.gen || p.length+e.length > maxGrownExtent ||
 		p.fe.DiskBytenr+disk.LogicalAddr(p.fe.DiskNumBytes) != e.fe.DiskBytenr {
 		return items, nil

@@ -115,17 +115,17 @@ func (c *checker) verifyData(work []csumRange) {
 						return
 					}
 					logical := r.start + disk.LogicalAddr(i*ss)
-					ch, err := c.m.Lookup(logical)
+					chk, err := c.m.Lookup(logical)
 					if err == nil {
 						// As many sectors as one read of every copy takes
 						// (MapRange stops at the stripe element); one
 						// sector on RAID5/6, whose parity is checked per
 						// sector. One mapping per worker, refilled.
 						n := min(nsums-i, verifyReadMax/ss)
-						if ch.Profile().Parity() > 0 {
+						if chk.Profile().Parity() > 0 {
 							n = 1
 						}
-						ch.MapRange(logical, uint64(n*ss), mp)
+						chk.MapRange(logical, uint64(n*ss), mp)
 					}
 					if err != nil || mp.Length < uint64(ss) {
 						c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "data at %d is not mapped by any chunk", logical)
@@ -133,6 +133,7 @@ func (c *checker) verifyData(work []csumRange) {
 						continue
 					}
 					k := int(mp.Length) / ss
+					var read []byte // the last copy read: on RAID5/6, the data column
 					for _, loc := range mp.Copies {
 						dev, ok := c.set.Devices()[loc.DevID]
 						if !ok {
@@ -143,6 +144,7 @@ func (c *checker) verifyData(work []csumRange) {
 							c.problemf(KindDataCsum, disk.CsumTreeObjectID, logical, nil, "cannot read data at %d (%d bytes) on devid %d physical %d: %v", logical, len(b), loc.DevID, loc.Physical, err)
 							continue
 						}
+						read = b
 						for j := range k {
 							want := r.sums[(i+j)*csize : (i+j+1)*csize]
 							got = c.sb.CsumType.Sum(got[:0], b[j*ss:(j+1)*ss])
@@ -152,8 +154,8 @@ func (c *checker) verifyData(work []csumRange) {
 							}
 						}
 					}
-					if mp.Chunk.Profile().Parity() > 0 {
-						c.verifyParity(mp, r.sums[i*csize:(i+1)*csize], pbuf)
+					if mp.Chunk.Profile().Parity() > 0 && read != nil {
+						c.verifyParity(mp, r.sums[i*csize:(i+1)*csize], read, pbuf)
 					}
 					i += k
 				}
@@ -183,8 +185,9 @@ func newParityBufs(ss int) *parityBufs {
 // the copies the kernel rebuilds from parity when the data column fails:
 // the sector rebuilt from P and the other columns must have the
 // checksum (mirror 2), and Q must equal what the columns give (mirror 3,
-// RAID6). A device that is absent is skipped, as for the copies.
-func (c *checker) verifyParity(mp *chunk.Mapping, want []byte, b *parityBufs) {
+// RAID6). A device that is absent is skipped, as for the copies. data is
+// the sector of the data column (mp.Column), read already.
+func (c *checker) verifyParity(mp *chunk.Mapping, want, data []byte, b *parityBufs) {
 	ss := len(b.p)
 	devs := c.set.Devices()
 	read := func(loc chunk.Location, dst []byte) bool {
@@ -203,6 +206,10 @@ func (c *checker) verifyParity(mp *chunk.Mapping, want []byte, b *parityBufs) {
 	}
 	cols := b.cols[:len(mp.Data)]
 	for j, loc := range mp.Data {
+		if j == mp.Column {
+			copy(cols[j], data)
+			continue
+		}
 		if !read(loc, cols[j]) {
 			return
 		}
