@@ -69,7 +69,9 @@ func TestFio(t *testing.T) {
 	}
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 1 << 30})
 	m := mountImage(t, img, nil, nil)
-	out := runTool(t, "fio", "--directory="+m.dir, "--verify=crc32c", "--verify_fatal=1", "--size="+size, "--fsync=16",
+	// --verify_state_save=0: fio would otherwise leave a state file per
+	// job in the working directory, the package's source directory.
+	out := runTool(t, "fio", "--directory="+m.dir, "--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0", "--size="+size, "--fsync=16",
 		"--name=seq", "--rw=write", "--bs=64k", "--ioengine=psync", "--numjobs=2",
 		"--name=rand", "--rw=randwrite", "--bs=4k", "--ioengine=libaio", "--iodepth=8", "--numjobs=2",
 		"--name=randrw", "--rw=randrw", "--bs=16k", "--ioengine=psync")
