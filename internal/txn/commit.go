@@ -377,11 +377,16 @@ func (t *Txn) settleExtents() error {
 				todo = append(todo, a)
 			}
 		}
-		if len(t.gone) == 0 && len(todo) == 0 {
+		if len(t.gone) == 0 && len(todo) == 0 && len(t.treeRefs) == 0 {
 			return nil
 		}
 		for _, a := range sortedAddrs(t.gone) {
 			delete(t.gone, a)
+			if d := t.treeRefs[a]; d != nil && (len(d.refs) != 0 || d.setFlags != 0) {
+				// A block freed by a copy of its only tree has no
+				// other references to change.
+				return fmt.Errorf("txn: tree block %d freed with reference changes pending", a)
+			}
 			if err := t.deleteExtent(et, a); err != nil {
 				return err
 			}
@@ -397,6 +402,9 @@ func (t *Txn) settleExtents() error {
 			if err := et.InsertItem(t.tx, key, item); err != nil {
 				return fmt.Errorf("insert extent item of block %d: %w", a, err)
 			}
+		}
+		if err := t.settleTreeRefs(et); err != nil {
+			return err
 		}
 	}
 }

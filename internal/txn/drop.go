@@ -122,38 +122,34 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, root bool) error {
 	})
 }
 
-// treeBlockRefs returns how many references the tree block at a has and
-// whether one is tree id's own keyed reference. Blocks with references
-// other than inline TREE_BLOCK_REFs are refused (ErrUnsupported).
+// treeBlockRefs returns how many references the tree block at a has,
+// pending changes included, and whether one is tree id's own keyed
+// reference. Blocks with references other than inline TREE_BLOCK_REFs
+// are refused (ErrUnsupported).
 func (t *Txn) treeBlockRefs(a disk.LogicalAddr, level int, id disk.ObjectID) (uint64, bool, error) {
-	key, it, err := t.extentItemOfBlock(a, level)
+	key, it, err := t.treeBlockExtent(a, level)
 	if err != nil {
 		return 0, false, err
 	}
 	if !keyedOnly(it) {
 		return 0, false, fmt.Errorf("%w: tree block %d (%v) has references other than by root (shared by a parent block)", ErrUnsupported, a, key)
 	}
-	for _, r := range it.InlineRefs {
-		if disk.ObjectID(r.Offset) == id {
-			return it.Refs, true, nil
-		}
-	}
-	return it.Refs, false, nil
+	return it.Refs, hasRef(it, treeRef{disk.TreeBlockRefKey, uint64(id)}), nil
 }
 
-// Drop carries out p: the tree's references are dropped, the blocks only
-// it referenced freed (their extent items go at the commit), the data
-// references of its file extents dropped (extents with none left are
-// freed at the commit, with their checksums), and its ROOT_ITEM deleted.
-// It returns the tree bytes freed.
+// Drop carries out p: the tree's references are dropped (recorded for
+// the commit, treerefs.go: the blocks only it referenced lose their last
+// one and are freed there, with their extent items), the data references
+// of its file extents dropped (extents with none left are freed at the
+// commit, with their checksums), and its ROOT_ITEM deleted. It returns
+// the tree bytes freed.
 func (t *Txn) Drop(p *DropPlan) (uint64, error) {
+	mine := treeRef{disk.TreeBlockRefKey, uint64(p.id)}
 	for _, b := range p.unref {
-		if err := t.dropTreeBlockRef(b.addr, b.level, p.id); err != nil {
-			return 0, err
-		}
+		t.addTreeRef(b.addr, b.level, mine, -1)
 	}
 	for _, b := range p.free {
-		t.Free(b.addr, false)
+		t.addTreeRef(b.addr, b.level, mine, -1)
 	}
 	for _, d := range p.data {
 		if err := t.DropDataRef(d.bytenr, d.numBytes, p.id, d.ino, d.offset, 1); err != nil {
@@ -170,40 +166,6 @@ func (t *Txn) Drop(p *DropPlan) (uint64, error) {
 	delete(t.trees, p.id)
 	delete(t.rootKeys, p.id)
 	return p.bytes, nil
-}
-
-// dropTreeBlockRef removes tree id's inline TREE_BLOCK_REF from the
-// extent item of the shared tree block at a.
-func (t *Txn) dropTreeBlockRef(a disk.LogicalAddr, level int, id disk.ObjectID) error {
-	key, it, err := t.extentItemOfBlock(a, level)
-	if err != nil {
-		return err
-	}
-	at := -1
-	for i, r := range it.InlineRefs {
-		if r.Type == disk.TreeBlockRefKey && disk.ObjectID(r.Offset) == id {
-			at = i
-		}
-	}
-	if at < 0 || it.Refs < 2 {
-		return disk.Corruptf("tree block %d: no shared reference from tree %d to drop", a, id)
-	}
-	it.InlineRefs = append(it.InlineRefs[:at], it.InlineRefs[at+1:]...)
-	it.Refs--
-	buf := make([]byte, it.Size())
-	it.Encode(buf)
-	et, err := t.Tree(disk.ExtentTreeObjectID)
-	if err != nil {
-		return err
-	}
-	if err := et.UpdateItem(t.tx, key, func(b []byte) error {
-		copy(b, buf)
-		return nil
-	}); err != nil {
-		return err
-	}
-	_, err = et.TruncateItem(t.tx, key, len(buf), true)
-	return err
 }
 
 // leafDataRefs calls fn with the data reference of each file extent item

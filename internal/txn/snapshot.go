@@ -50,7 +50,7 @@ func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tr
 	}
 	if !srcNode.IsLeaf() {
 		for i := range srcNode.NumItems() {
-			if _, _, err := t.treeBlockRefItem(srcNode.KeyPtr(i).BlockPtr, srcNode.Level()-1); err != nil {
+			if _, err := t.treeBlockRefItem(srcNode.KeyPtr(i).BlockPtr, srcNode.Level()-1); err != nil {
 				return nil, err
 			}
 		}
@@ -107,33 +107,29 @@ func (t *Txn) refRootChildren(n disk.Node, id disk.ObjectID) error {
 	})
 }
 
-// maxInlineTreeRefs bounds the inline TREE_BLOCK_REFs SnapshotTree puts
-// in one extent item; past it the kernel keeps references as items of
-// their own, which this slice does not write.
-const maxInlineTreeRefs = 32
-
-// treeBlockRefItem finds the extent item of the tree block at a (of
-// level) and checks it is one SnapshotTree can add to: every reference
-// inline and keyed by root (TREE_BLOCK_REF), as the tree that owns the
-// block and earlier snapshots of it leave them; no FULL_BACKREF (a block
-// the kernel has copied out of a shared parent).
-func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
-	key, it, err := t.extentItemOfBlock(a, level)
+// treeBlockRefItem returns the extent item of the tree block at a (of
+// level) as the commit will leave it (treeBlockExtent) and checks that
+// SnapshotTree can add to it: every reference inline and keyed by root
+// (TREE_BLOCK_REF), as the tree that owns the block and earlier snapshots
+// of it leave them; no FULL_BACKREF (a block the kernel has copied out of
+// a shared parent); room for one more.
+func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (*disk.ExtentItem, error) {
+	_, it, err := t.treeBlockExtent(a, level)
 	if err != nil {
-		return disk.Key{}, nil, err
+		return nil, err
 	}
 	if !keyedOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
-		return disk.Key{}, nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks are shared other than by earlier snapshots of it (block %d: %d references)",
+		return nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks are shared other than by earlier snapshots of it (block %d: %d references)",
 			ErrUnsupported, a, it.Refs)
 	}
-	return key, it, nil
+	return it, nil
 }
 
 // keyedOnly reports whether every reference of a tree block's extent
 // item is an inline TREE_BLOCK_REF (none by parent, none as an item of
-// its own), the only kind this package writes.
+// its own).
 func keyedOnly(it *disk.ExtentItem) bool {
-	if it.Flags&disk.ExtentFlagFullBackref != 0 || it.Refs != uint64(len(it.InlineRefs)) {
+	if it.Flags&disk.ExtentFlagFullBackref != 0 || !inlineOnly(it) {
 		return false
 	}
 	for _, r := range it.InlineRefs {
@@ -144,9 +140,10 @@ func keyedOnly(it *disk.ExtentItem) bool {
 	return true
 }
 
-// extentItemOfBlock finds and decodes the extent item of the tree block
-// at a (of level): a skinny METADATA_ITEM, or an EXTENT_ITEM with a tree
-// block info on filesystems without skinny metadata.
+// extentItemOfBlock finds and decodes the committed extent item of the
+// tree block at a (of level): a skinny METADATA_ITEM, or an EXTENT_ITEM
+// with a tree block info on filesystems without skinny metadata. Pending
+// reference changes are not in it (treeBlockExtent adds them).
 func (t *Txn) extentItemOfBlock(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
 	et, err := t.Tree(disk.ExtentTreeObjectID)
 	if err != nil {
@@ -173,30 +170,13 @@ func (t *Txn) extentItemOfBlock(a disk.LogicalAddr, level int) (disk.Key, *disk.
 	return key, &it, nil
 }
 
-// addTreeBlockRef adds the inline TREE_BLOCK_REF of root to the extent
-// item of the tree block at a. Inline references of one type are kept in
-// descending order of their root, as the kernel keeps them.
+// addTreeBlockRef records the inline TREE_BLOCK_REF of root on the tree
+// block at a, for the commit to add (treerefs.go), after checking the
+// block takes one.
 func (t *Txn) addTreeBlockRef(a disk.LogicalAddr, level int, root disk.ObjectID) error {
-	key, it, err := t.treeBlockRefItem(a, level)
-	if err != nil {
+	if _, err := t.treeBlockRefItem(a, level); err != nil {
 		return err
 	}
-	et, err := t.Tree(disk.ExtentTreeObjectID)
-	if err != nil {
-		return err
-	}
-	oldSize := it.Size()
-	ref := disk.InlineRef{Type: disk.TreeBlockRefKey, Offset: uint64(root)}
-	at := len(it.InlineRefs)
-	for i, r := range it.InlineRefs {
-		if r.Type > ref.Type || r.Type == ref.Type && r.Offset < ref.Offset {
-			at = i
-			break
-		}
-	}
-	it.InlineRefs = append(it.InlineRefs[:at], append([]disk.InlineRef{ref}, it.InlineRefs[at:]...)...)
-	it.Refs++
-	buf := make([]byte, it.Size())
-	it.Encode(buf)
-	return et.ExtendItem(t.tx, key, len(buf)-oldSize, func(data []byte) { copy(data, buf) })
+	t.addTreeRef(a, level, treeRef{disk.TreeBlockRefKey, uint64(root)}, 1)
+	return nil
 }

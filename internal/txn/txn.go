@@ -55,6 +55,9 @@ type Txn struct {
 	live     map[disk.LogicalAddr]blockInfo
 	recorded map[disk.LogicalAddr]bool
 	gone     map[disk.LogicalAddr]bool
+	// treeRefs are the pending reference changes of committed tree
+	// blocks (treerefs.go), applied by the commit; nil until the first.
+	treeRefs map[disk.LogicalAddr]*treeRefDelta
 	touched  map[uint64]bool // start of every block group alloc or free changed
 	changes  int             // count of Alloc and Free calls, for the fixpoint
 	err      error           // first error of Alloc/Free, reported by Commit
