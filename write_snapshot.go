@@ -38,12 +38,15 @@ type SnapshotOptions struct {
 // Changes of the source not yet committed are committed first: the
 // snapshot holds everything done before the call.
 //
-// Not yet supported (issue 14), and refused with ErrUnsupported before
-// anything changes: writing into a subvolume whose tree blocks are shared
-// with a snapshot (so after Snapshot the source and the snapshot take no
-// more changes from this package unless their tree is a single leaf; the
-// kernel writes them as usual), a snapshot whose directory is inside the
-// source itself, and a source whose blocks are already shared.
+// The source and the snapshot stay writable: a change copies the blocks
+// they share by the kernel's reference rules. Not yet supported (issue
+// 14), and refused with ErrUnsupported before anything changes: writing
+// into a subvolume where a copy of a shared leaf that names file data
+// would need references by parent leaf (typically the source of a
+// snapshot whose files are not all inline; its snapshots are writable,
+// and the kernel writes either as usual), a snapshot whose directory is
+// inside the source itself, and a source whose blocks are already shared
+// by parent.
 //
 // src that is not a subvolume's root directory is EINVAL; dst errors as
 // for Mkdir.
@@ -105,7 +108,12 @@ func (fsys *FS) snapshotOnce(src, dst string, o SnapshotOptions) (uint64, error)
 			// SnapshotTree changes nothing when it fails.
 			return false, err
 		}
-		delete(c.cache.shared, srcID)
+		// The source's blocks are shared now, and the blocks other
+		// trees share with it have one more reference: every
+		// verdict is taken again.
+		c.cache.mu.Lock()
+		clear(c.cache.shared)
+		c.cache.mu.Unlock()
 		c.tr = dstTree
 		return true, c.linkSnapshot(parent, base, id, index, item, o.Time)
 	})
@@ -187,11 +195,14 @@ func (c *wctx) subvolumeAt(name string) (disk.ObjectID, error) {
 }
 
 // sharedTreeErr says why the subvolume of tree id may not be written, or
-// nil: a tree that was snapshotted (last_snapshot set) or is a snapshot
+// nil. A tree that was snapshotted (last_snapshot set) or is a snapshot
 // (parent_uuid set) shares the blocks under its root with another tree
-// unless its root is a leaf (a snapshot copies the root), and copying a
-// shared block needs the reference rules of issue 14. The verdict is kept
-// for the transaction (a commit does not change it; Snapshot drops it).
+// unless its root is a leaf (a snapshot copies the root); copying them
+// follows the kernel's reference rules (txn.CopyShared), except where a
+// leaf naming file data would need references by parent leaf, which are
+// not written yet: txn.SharedWritable walks the tree and refuses it then,
+// before anything changes. The verdict is kept for the transaction
+// (Snapshot and DeleteSubvolume drop every verdict).
 func (c *wctx) sharedTreeErr(id disk.ObjectID) error {
 	c.cache.mu.Lock()
 	err, ok := c.cache.shared[id]
@@ -204,8 +215,19 @@ func (c *wctx) sharedTreeErr(id disk.ObjectID) error {
 		return err
 	}
 	var verdict error
-	if (ri.LastSnapshot != 0 || ri.ParentUUID != (disk.UUID{})) && ri.Level > 0 {
-		verdict = fmt.Errorf("%w: writing subvolume %d, whose tree blocks are shared with a snapshot (not yet; the kernel can write it)", ErrUnsupported, id)
+	switch {
+	case ri.Level == 0 || ri.LastSnapshot == 0 && ri.ParentUUID == (disk.UUID{}):
+	case ri.LastSnapshot == 0:
+		// A snapshot whose ROOT_ITEM does not say which of its blocks
+		// may be shared (the kernel always sets last_snapshot).
+		verdict = fmt.Errorf("%w: writing subvolume %d, a snapshot without last_snapshot (the kernel can write it)", ErrUnsupported, id)
+	default:
+		if err := c.t.SharedWritable(id); err != nil {
+			if !errors.Is(err, txn.ErrUnsupported) {
+				return err
+			}
+			verdict = fmt.Errorf("%w (the kernel can write it)", err)
+		}
 	}
 	c.cache.mu.Lock()
 	if c.cache.shared == nil {

@@ -97,7 +97,7 @@ func (fsys *FS) deleteSubvolumeOnce(name string) error {
 		// From here on the change is under way.
 		c.cache.mu.Lock()
 		clear(c.cache.dirs)
-		delete(c.cache.shared, id)
+		clear(c.cache.shared) // references of blocks other trees share change
 		c.cache.mu.Unlock()
 		if err := c.removeHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(base))}, []byte(base)); err != nil {
 			return true, err

@@ -41,3 +41,15 @@ type Store interface {
 	// slice without copying it.
 	Write(addr disk.LogicalAddr, block []byte) error
 }
+
+// SharedStore is a Store whose subvolume trees may share blocks
+// (snapshots). Before the engine copies a block of such a tree that is
+// not private, it calls CopyShared with the block's bytes and the tree
+// copying it: the store works out the reference changes the copy makes
+// (the old block may stay, reachable from other trees) and reports
+// whether it has taken the old block's release on itself (handled: the
+// engine then does not call Free for it). An error leaves the block
+// uncopied and nothing changed.
+type SharedStore interface {
+	CopyShared(tree disk.ObjectID, old disk.Node) (handled bool, err error)
+}

@@ -186,6 +186,17 @@ func (tx *Trans) free(t *Tree, b *block) {
 	t.stats.BlocksFreed.Add(1)
 }
 
+// forget is free for a block whose release the store has taken on
+// itself (SharedStore): the engine stops writing it, the store is not
+// told.
+func (tx *Trans) forget(t *Tree, b *block) {
+	tx.mu.Lock()
+	delete(tx.dirty, b.addr)
+	tx.mu.Unlock()
+	tx.stats.BlocksFreed.Add(1)
+	t.stats.BlocksFreed.Add(1)
+}
+
 // newBlock allocates a block for tree t at level, with a fresh header and
 // no items, write-locked, and records it as dirty.
 func (tx *Trans) newBlock(t *Tree, level int, hint disk.LogicalAddr) (*block, error) {

@@ -149,6 +149,18 @@ func (t *Tree) cowBlock(tx *Trans, b, parent *block, pslot int) (*block, error) 
 	if err != nil {
 		return nil, err
 	}
+	// A block of a subvolume tree may be shared with snapshots: the
+	// store decides what copying it does to the references, and
+	// whether the old block goes. When it refuses, the copy is
+	// dropped and nothing has changed.
+	handled := false
+	if ss, ok := tx.store.(SharedStore); ok && sharedOwner(t.owner) {
+		if handled, err = ss.CopyShared(t.owner, b.node()); err != nil {
+			tx.free(t, nb)
+			nb.mu.Unlock()
+			return nil, err
+		}
+	}
 	if parent == nil {
 		if t.root.Load() != b {
 			panic(fmt.Sprintf("ctree: COW of block %d without a parent, but it is not the root", b.addr))
@@ -161,7 +173,11 @@ func (t *Tree) cowBlock(tx *Trans, b, parent *block, pslot int) (*block, error) 
 		}
 		parent.setPtr(pslot, parent.ptrKey(pslot), nb.addr, tx.gen)
 	}
-	tx.free(t, b)
+	if handled {
+		tx.forget(t, b)
+	} else {
+		tx.free(t, b)
+	}
 	b.mu.Unlock()
 	tx.stats.BlocksCowed.Add(1)
 	t.stats.BlocksCowed.Add(1)

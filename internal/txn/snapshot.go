@@ -72,8 +72,12 @@ func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tr
 	if err := rt.InsertItem(t.tx, key, buf); err != nil {
 		return nil, err
 	}
+	t.treesMu.Lock()
 	t.trees[id] = nt
 	t.rootKeys[id] = key
+	t.setLastSnapLocked(id, item.LastSnapshot)
+	t.setLastSnapLocked(src, t.gen)
+	t.treesMu.Unlock()
 	err = rt.UpdateItem(t.tx, t.rootKeys[src], func(b []byte) error {
 		var ri disk.RootItem
 		if err := ri.Decode(b); err != nil {

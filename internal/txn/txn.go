@@ -33,6 +33,10 @@ type Txn struct {
 	treesMu  sync.Mutex
 	trees    map[disk.ObjectID]*ctree.Tree
 	rootKeys map[disk.ObjectID]disk.Key // ROOT_ITEM key of every opened tree but root and chunk
+	// lastSnap is the last_snapshot of every opened tree whose
+	// ROOT_ITEM sets it: blocks of the tree no newer may be shared
+	// (CopyShared).
+	lastSnap map[disk.ObjectID]disk.Generation
 
 	// csumMu makes each change of the csum tree by AddCsums whole, and
 	// keeps it still for a reader of this transaction's csums
@@ -155,6 +159,7 @@ func (t *Txn) treeLocked(id disk.ObjectID) (*ctree.Tree, error) {
 		}
 		root = ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id}
 		t.rootKeys[id] = key
+		t.setLastSnapLocked(id, ri.LastSnapshot)
 	}
 	tr, err := ctree.Open(t.tx, root, t.fs.treeOptions(id))
 	if err != nil {

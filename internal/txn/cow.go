@@ -1,0 +1,258 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Copying shared blocks (issue 14 item 1, slice b; docs/design/0023).
+//
+// A block of a subvolume tree no newer than the tree's last_snapshot may
+// be reached from other trees too (snapshots share everything below
+// their roots). Copying it must leave the old block whole for them, with
+// references that still describe who points at what. The rules, with
+// refs and flags read from the extent item as the commit will leave it:
+//
+//  1. refs 1: the old block goes; if it carried FULL_BACKREF (its
+//     children are referenced by its address), the copy's children get
+//     references keyed by this tree and lose those by the old address.
+//  2. refs > 1, owned by this tree, no FULL_BACKREF: the old block's
+//     children get references by its address (the other trees reach
+//     them through it), and it gets FULL_BACKREF; the children's keyed
+//     references of this tree now stand for the copy's pointers.
+//  3. refs > 1 otherwise: the copy's children get references keyed by
+//     this tree.
+//  4. The old block loses this tree's keyed reference; the commit frees
+//     it when that was the last.
+//
+// Children of a node are tree blocks (TREE_BLOCK_REF / SHARED_BLOCK_REF,
+// recorded in treerefs.go); those of a leaf are the data extents its file
+// extent items name. Data references keyed by root (EXTENT_DATA_REF) are
+// written; those by parent leaf (SHARED_DATA_REF), which rules 1 and 2
+// need for a leaf naming data, are not yet (slice c): such a copy is
+// refused with ErrUnsupported, and SharedWritable refuses a tree where a
+// change could need one before the change starts.
+
+// setLastSnapLocked records tree id's last_snapshot; treesMu is held.
+func (t *Txn) setLastSnapLocked(id disk.ObjectID, g disk.Generation) {
+	if g == 0 {
+		delete(t.lastSnap, id)
+		return
+	}
+	if t.lastSnap == nil {
+		t.lastSnap = map[disk.ObjectID]disk.Generation{}
+	}
+	t.lastSnap[id] = g
+}
+
+// lastSnapshot returns the last_snapshot of opened tree id (0: none).
+func (t *Txn) lastSnapshot(id disk.ObjectID) disk.Generation {
+	t.treesMu.Lock()
+	defer t.treesMu.Unlock()
+	return t.lastSnap[id]
+}
+
+// mayBeShared reports whether the committed block at a, of generation
+// gen in tree id, may have references other than id's: made no later
+// than the tree's last snapshot, or carrying pending reference changes.
+func (t *Txn) mayBeShared(id disk.ObjectID, a disk.LogicalAddr, gen disk.Generation) bool {
+	t.mu.Lock()
+	_, fresh := t.live[a]
+	_, pending := t.treeRefs[a]
+	t.mu.Unlock()
+	if fresh {
+		return false
+	}
+	return pending || gen <= t.lastSnapshot(id)
+}
+
+// CopyShared implements ctree.SharedStore: the reference changes of tree
+// id copying the committed block old, by rules 1 to 4 above. handled is
+// false for a block only id references and without pending changes: the
+// engine frees it as any other.
+func (t *Txn) CopyShared(id disk.ObjectID, old disk.Node) (handled bool, err error) {
+	a := old.Bytenr()
+	if !t.mayBeShared(id, a, old.Generation()) {
+		return false, nil
+	}
+	level := old.Level()
+	_, it, err := t.treeBlockExtent(a, level)
+	if err != nil {
+		return false, err
+	}
+	if !inlineOnly(it) {
+		return false, fmt.Errorf("%w: copying tree block %d of subvolume %d, whose references are not all inline", ErrUnsupported, a, id)
+	}
+	mine := treeRef{disk.TreeBlockRefKey, uint64(id)}
+	if !hasRef(it, mine) {
+		return false, &disk.CorruptError{Logical: a, Tree: id, What: fmt.Sprintf("tree block reached from tree %d has no reference keyed by it", id)}
+	}
+	full := it.Flags&disk.ExtentFlagFullBackref != 0
+	owned := old.Owner() == id
+	var (
+		keyChildren  bool // the copy's children get keyed references of id
+		unparent     bool // the children lose their references by a
+		parentRefs   bool // the children get references by a
+		setFull      bool // a gets FULL_BACKREF
+		plainRelease bool // a goes as a block only id references
+	)
+	switch {
+	case it.Refs == 1 && full:
+		keyChildren, unparent = true, true
+	case it.Refs == 1 && !owned:
+		return false, &disk.CorruptError{Logical: a, Tree: id,
+			What: fmt.Sprintf("tree block owned by tree %d, referenced only by tree %d, without FULL_BACKREF", old.Owner(), id)}
+	case it.Refs == 1:
+		plainRelease = true
+	case owned && !full:
+		parentRefs, setFull = true, true
+	default:
+		keyChildren = true
+	}
+	if level == 0 && (unparent || parentRefs) {
+		data, err := leafNamesData(old)
+		if err != nil {
+			return false, err
+		}
+		if data {
+			return false, fmt.Errorf("%w: writing a leaf shared with a snapshot whose file extents would need references by parent leaf (subvolume %d, block %d)",
+				ErrUnsupported, id, a)
+		}
+	}
+	if plainRelease {
+		t.mu.Lock()
+		_, pending := t.treeRefs[a]
+		t.mu.Unlock()
+		if !pending {
+			return false, nil
+		}
+	}
+	if level > 0 {
+		for i := range old.NumItems() {
+			c := old.KeyPtr(i).BlockPtr
+			if keyChildren {
+				t.addTreeRef(c, level-1, mine, 1)
+			}
+			if unparent {
+				t.addTreeRef(c, level-1, treeRef{disk.SharedBlockRefKey, uint64(a)}, -1)
+			}
+			if parentRefs {
+				t.addTreeRef(c, level-1, treeRef{disk.SharedBlockRefKey, uint64(a)}, 1)
+			}
+		}
+	} else if keyChildren {
+		err := leafDataRefs(old, id, func(d dataRefChange) error {
+			return t.AddDataRef(d.bytenr, d.numBytes, id, d.ino, d.offset, 1)
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	if setFull {
+		t.setTreeFlags(a, level, disk.ExtentFlagFullBackref)
+	}
+	t.addTreeRef(a, level, mine, -1)
+	return true, nil
+}
+
+// leafNamesData reports whether leaf n has a file extent item naming a
+// data extent (not inline, not a hole).
+func leafNamesData(n disk.Node) (bool, error) {
+	found := false
+	err := leafDataRefs(n, n.Owner(), func(dataRefChange) error {
+		found = true
+		return nil
+	})
+	return found, err
+}
+
+// maxSharedRefs bounds the references a block of a shared tree may have
+// for SharedWritable to take the tree: copies add references to
+// children, and an extent item keeps at most maxInlineTreeRefs here.
+const maxSharedRefs = maxInlineTreeRefs / 2
+
+// SharedWritable reports whether subvolume tree id may be changed, with
+// the blocks it shares with snapshots, by the rules this package writes:
+// nil when every copy a change could make follows rules 1 to 4 with
+// tree-block references and data references keyed by root, an error
+// wrapping ErrUnsupported otherwise. It walks the tree, reading every
+// node and every leaf no newer than the tree's last_snapshot, and looks
+// up the references of those. A leaf naming data is refused when this
+// tree owns it and it may be shared (rule 2 would need references by
+// parent leaf: slice c), and when it carries FULL_BACKREF (rule 1 or 3
+// would have to drop or keep them). The verdict holds for a transaction
+// in which no snapshot of a tree sharing blocks with id is made: copies
+// made by any tree only turn leaves this check takes into leaves it
+// takes.
+func (t *Txn) SharedWritable(id disk.ObjectID) error {
+	tr, err := t.Tree(id)
+	if err != nil {
+		return err
+	}
+	last := t.lastSnapshot(id)
+	if last == 0 {
+		return nil
+	}
+	r := tr.Root()
+	return t.sharedWalk(id, last, disk.Expect{Bytenr: r.Addr, Level: r.Level, Generation: r.Generation, Owner: id, OwnerAny: true}, false)
+}
+
+// sharedWalk is SharedWritable below the block e names; sharedAbove is
+// set when a block above it on the path may be shared (its copy may add
+// references to this block).
+func (t *Txn) sharedWalk(id disk.ObjectID, last disk.Generation, e disk.Expect, sharedAbove bool) error {
+	maybe := t.mayBeShared(id, e.Bytenr, e.Generation)
+	if e.Level == 0 && !maybe {
+		// Made after the last snapshot: this tree's alone, and
+		// only a copy of a node above (which made it) could have
+		// changed that.
+		return nil
+	}
+	n, ok := t.tx.Snapshot(e.Bytenr)
+	if !ok {
+		var err error
+		if n, err = t.ReadBlock(e.Bytenr, e); err != nil {
+			return err
+		}
+	}
+	shared := false
+	if maybe {
+		_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
+		if err != nil {
+			return err
+		}
+		if !inlineOnly(it) || it.Refs > maxSharedRefs {
+			return fmt.Errorf("%w: writing subvolume %d: tree block %d has %d references, or references held as items of their own",
+				ErrUnsupported, id, e.Bytenr, it.Refs)
+		}
+		full := it.Flags&disk.ExtentFlagFullBackref != 0
+		shared = it.Refs > 1 || full || n.Owner() != id
+		if e.Level == 0 {
+			data, err := leafNamesData(n)
+			if err != nil {
+				return err
+			}
+			// Keyed data references are all a copy of this leaf
+			// makes when another tree owns it without
+			// FULL_BACKREF (rule 3); a leaf of this tree that no
+			// other tree reaches goes as any other (rule 1).
+			ok := !data || (n.Owner() != id && !full && it.Refs > 1) ||
+				(n.Owner() == id && !full && it.Refs == 1 && !sharedAbove)
+			if !ok {
+				return fmt.Errorf("%w: writing subvolume %d, whose leaves shared with a snapshot name file data (references by parent leaf are not written yet)",
+					ErrUnsupported, id)
+			}
+			return nil
+		}
+	}
+	for i := range n.NumItems() {
+		kp := n.KeyPtr(i)
+		k := kp.Key
+		ce := disk.Expect{Bytenr: kp.BlockPtr, Level: n.Level() - 1, Generation: kp.Generation, Owner: id, OwnerAny: true, FirstKey: &k}
+		if err := t.sharedWalk(id, last, ce, shared || sharedAbove); err != nil {
+			return err
+		}
+	}
+	return nil
+}
