@@ -235,9 +235,12 @@ func (t *Txn) sharedWalk(id disk.ObjectID, last disk.Generation, e disk.Expect, 
 			}
 			// Keyed data references are all a copy of this leaf
 			// makes when another tree owns it without
-			// FULL_BACKREF (rule 3); a leaf of this tree that no
-			// other tree reaches goes as any other (rule 1).
-			ok := !data || (n.Owner() != id && !full && it.Refs > 1) ||
+			// FULL_BACKREF (rule 3: by the time this tree copies
+			// it, the copy of its parent has given it this tree's
+			// keyed reference beside the owner's); a leaf of this
+			// tree that no other tree reaches goes as any other
+			// (rule 1).
+			ok := !data || (n.Owner() != id && !full) ||
 				(n.Owner() == id && !full && it.Refs == 1 && !sharedAbove)
 			if !ok {
 				return fmt.Errorf("%w: writing subvolume %d, whose leaves shared with a snapshot name file data (references by parent leaf are not written yet)",

@@ -17,10 +17,12 @@ type DropPlan struct {
 	bytes uint64          // tree bytes freed
 }
 
-// treeBlock is a tree block's address and level.
+// treeBlock is a tree block's address and level, and the reference
+// the dropped tree holds on it.
 type treeBlock struct {
 	addr  disk.LogicalAddr
 	level int
+	ref   treeRef
 }
 
 // dataRefChange is one EXTENT_DATA_REF of a tree: the extent and the
@@ -38,11 +40,13 @@ type dataRefChange struct {
 // its leaves; at a block other trees share (a snapshot's) only this
 // tree's reference goes, and nothing below it is visited (so a source
 // whose snapshots survive it, whose shared blocks it owns, is refused:
-// their references would have to become references by parent). It reads and
-// checks every block it visits and changes nothing: a tree whose blocks
-// carry references this package does not write (FULL_BACKREF, shared
-// block refs) is refused with ErrUnsupported here, and a tree changed in
-// this transaction with ErrTreeChanged. The caller removes the
+// their references would have to become references by parent). Below a
+// FULL_BACKREF block that is freed, the children lose the references by
+// its address (planBlock). It reads and checks every block it visits and
+// changes nothing: a tree whose blocks carry references this package
+// does not edit (held as items of their own, or data references by
+// parent leaf) is refused with ErrUnsupported here, and a tree changed
+// in this transaction with ErrTreeChanged. The caller removes the
 // subvolume's names; Drop then removes the tree and its ROOT_ITEM.
 func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
 	if t.done {
@@ -67,52 +71,78 @@ func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
 	}
 	p := &DropPlan{id: id, key: key}
 	root := disk.Expect{Bytenr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id, OwnerAny: true}
-	if err := t.planBlock(p, root, true); err != nil {
+	if err := t.planBlock(p, root, treeRef{disk.TreeBlockRefKey, uint64(id)}, true); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
 // planBlock adds the block e names to p: freed (and its children
-// visited) when this tree is its only referrer, its reference dropped
-// when others share it. The root is always this tree's alone.
-func (t *Txn) planBlock(p *DropPlan, e disk.Expect, root bool) error {
-	refs, mine, err := t.treeBlockRefs(e.Bytenr, e.Level, p.id)
+// visited) when via, the reference this tree's path holds on it, is its
+// last; only via dropped when other references remain. The reference is
+// keyed by this tree for the root and below a block that names its
+// children by root, and by the parent's address below a FULL_BACKREF
+// block (as the copies of shared blocks leave them, rules 1 to 3 of
+// cow.go). The root is always this tree's alone.
+func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) error {
+	_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
 	if err != nil {
 		return err
 	}
-	if !mine {
-		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, What: fmt.Sprintf("tree block reached from tree %d has no reference from it", p.id)}
+	if !inlineOnly(it) {
+		return fmt.Errorf("%w: tree block %d has references held as items of their own", ErrUnsupported, e.Bytenr)
+	}
+	if !hasRef(it, via) {
+		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, What: fmt.Sprintf("tree block reached from tree %d has no %v reference %d", p.id, via.typ, via.off)}
 	}
 	n, err := t.ReadBlock(e.Bytenr, e)
 	if err != nil {
 		return err
 	}
-	if refs > 1 {
+	full := it.Flags&disk.ExtentFlagFullBackref != 0
+	if it.Refs > 1 {
 		if root {
 			return fmt.Errorf("%w: the root block of tree %d is shared", ErrUnsupported, p.id)
 		}
-		if n.Owner() == p.id {
+		if n.Owner() == p.id && !full {
 			// Other trees reach this block, and what lies below it
 			// names this tree in its references: the kernel turns
 			// them into references by parent block (FULL_BACKREF)
-			// before dropping, which this package does not write yet.
+			// before dropping, which this package does not do yet.
 			return fmt.Errorf("%w: subvolume %d owns tree blocks its snapshots share (delete the snapshots first)", ErrUnsupported, p.id)
 		}
-		p.unref = append(p.unref, treeBlock{e.Bytenr, e.Level})
+		p.unref = append(p.unref, treeBlock{e.Bytenr, e.Level, via})
 		return nil
 	}
-	p.free = append(p.free, treeBlock{e.Bytenr, e.Level})
+	if !full && n.Owner() != p.id {
+		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id,
+			What: fmt.Sprintf("tree block owned by tree %d, referenced only from tree %d, without FULL_BACKREF", n.Owner(), p.id)}
+	}
+	p.free = append(p.free, treeBlock{e.Bytenr, e.Level, via})
 	p.bytes += uint64(t.fs.sb.NodeSize)
+	childVia := treeRef{disk.TreeBlockRefKey, uint64(p.id)}
+	if full {
+		childVia = treeRef{disk.SharedBlockRefKey, uint64(e.Bytenr)}
+	}
 	if !n.IsLeaf() {
 		for i := range n.NumItems() {
 			kp := n.KeyPtr(i)
 			k := kp.Key
 			ce := disk.Expect{Bytenr: kp.BlockPtr, Level: n.Level() - 1, Generation: kp.Generation,
 				Owner: p.id, OwnerAny: true, FirstKey: &k}
-			if err := t.planBlock(p, ce, false); err != nil {
+			if err := t.planBlock(p, ce, childVia, false); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	if full {
+		data, err := leafNamesData(n)
+		if err != nil {
+			return err
+		}
+		if data {
+			return fmt.Errorf("%w: subvolume %d holds a leaf whose file data is referenced by parent leaf (not written yet)", ErrUnsupported, p.id)
 		}
 		return nil
 	}
@@ -122,21 +152,6 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, root bool) error {
 	})
 }
 
-// treeBlockRefs returns how many references the tree block at a has,
-// pending changes included, and whether one is tree id's own keyed
-// reference. Blocks with references other than inline TREE_BLOCK_REFs
-// are refused (ErrUnsupported).
-func (t *Txn) treeBlockRefs(a disk.LogicalAddr, level int, id disk.ObjectID) (uint64, bool, error) {
-	key, it, err := t.treeBlockExtent(a, level)
-	if err != nil {
-		return 0, false, err
-	}
-	if !keyedOnly(it) {
-		return 0, false, fmt.Errorf("%w: tree block %d (%v) has references other than by root (shared by a parent block)", ErrUnsupported, a, key)
-	}
-	return it.Refs, hasRef(it, treeRef{disk.TreeBlockRefKey, uint64(id)}), nil
-}
-
 // Drop carries out p: the tree's references are dropped (recorded for
 // the commit, treerefs.go: the blocks only it referenced lose their last
 // one and are freed there, with their extent items), the data references
@@ -144,12 +159,11 @@ func (t *Txn) treeBlockRefs(a disk.LogicalAddr, level int, id disk.ObjectID) (ui
 // commit, with their checksums), and its ROOT_ITEM deleted. It returns
 // the tree bytes freed.
 func (t *Txn) Drop(p *DropPlan) (uint64, error) {
-	mine := treeRef{disk.TreeBlockRefKey, uint64(p.id)}
 	for _, b := range p.unref {
-		t.addTreeRef(b.addr, b.level, mine, -1)
+		t.addTreeRef(b.addr, b.level, b.ref, -1)
 	}
 	for _, b := range p.free {
-		t.addTreeRef(b.addr, b.level, mine, -1)
+		t.addTreeRef(b.addr, b.level, b.ref, -1)
 	}
 	for _, d := range p.data {
 		if err := t.DropDataRef(d.bytenr, d.numBytes, p.id, d.ino, d.offset, 1); err != nil {

@@ -24,12 +24,10 @@ var ErrTreeChanged = errors.New("txn: tree changed in this transaction")
 // last_snapshot = this generation, which is what tells the kernel that
 // the source's blocks may be shared.
 //
-// Only sources whose blocks under the root are referenced by root only
-// (inline TREE_BLOCK_REFs: the owner and earlier snapshots of it) are
-// taken: blocks shared by a parent (FULL_BACKREF, SHARED_BLOCK_REF), as
-// the kernel leaves them once it has written a shared tree, need the
-// full reference rules (issue 14); such a source is refused with
-// ErrUnsupported before anything changes.
+// The references are recorded for the commit (treerefs.go). A source
+// whose root's children keep references as items of their own, or more
+// than this package keeps inline, is refused with ErrUnsupported before
+// anything changes.
 func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tree, error) {
 	rt, err := t.checkNewTree(id)
 	if err != nil {
@@ -113,35 +111,19 @@ func (t *Txn) refRootChildren(n disk.Node, id disk.ObjectID) error {
 
 // treeBlockRefItem returns the extent item of the tree block at a (of
 // level) as the commit will leave it (treeBlockExtent) and checks that
-// SnapshotTree can add to it: every reference inline and keyed by root
-// (TREE_BLOCK_REF), as the tree that owns the block and earlier snapshots
-// of it leave them; no FULL_BACKREF (a block the kernel has copied out of
-// a shared parent); room for one more.
+// SnapshotTree can add to it: every reference inline, and room for one
+// more. How the block names its own children (FULL_BACKREF or not) does
+// not matter: the snapshot's keyed reference is to the block itself.
 func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (*disk.ExtentItem, error) {
 	_, it, err := t.treeBlockExtent(a, level)
 	if err != nil {
 		return nil, err
 	}
-	if !keyedOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
-		return nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks are shared other than by earlier snapshots of it (block %d: %d references)",
+	if !inlineOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
+		return nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks have references held as items of their own, or many (block %d: %d references)",
 			ErrUnsupported, a, it.Refs)
 	}
 	return it, nil
-}
-
-// keyedOnly reports whether every reference of a tree block's extent
-// item is an inline TREE_BLOCK_REF (none by parent, none as an item of
-// its own).
-func keyedOnly(it *disk.ExtentItem) bool {
-	if it.Flags&disk.ExtentFlagFullBackref != 0 || !inlineOnly(it) {
-		return false
-	}
-	for _, r := range it.InlineRefs {
-		if r.Type != disk.TreeBlockRefKey {
-			return false
-		}
-	}
-	return true
 }
 
 // extentItemOfBlock finds and decodes the committed extent item of the
