@@ -218,7 +218,7 @@ func (c *checker) run() error {
 		fn   func() error
 	}{
 		{3, "checking extents", c.checkExtents},
-		{4, "checking free space tree", c.checkFreeSpace},
+		{4, c.freeSpacePhaseName(), c.checkFreeSpace},
 		{5, "checking fs roots", c.checkFSRoots},
 		{6, c.csumPhaseName(), c.checkCsums},
 		{7, "checking root refs", c.checkRootRefs},
@@ -241,6 +241,13 @@ func (c *checker) run() error {
 		}
 	}
 	return nil
+}
+
+func (c *checker) freeSpacePhaseName() string {
+	if c.sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 {
+		return "checking free space cache"
+	}
+	return "checking free space tree"
 }
 
 func (c *checker) csumPhaseName() string {

@@ -411,7 +411,8 @@ func (c *checker) leafData(n disk.Node, tree disk.ObjectID) {
 		if fe.Decode(n.ItemData(i)) != nil || fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
 			continue
 		}
-		if files {
+		if files || tree == disk.RootTreeObjectID {
+			// btrfs check counts the v1 space cache's files too.
 			s.DataBytesAllocated += fe.DiskNumBytes
 			s.DataBytesReferenced += fe.NumBytes
 		}
