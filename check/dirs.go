@@ -27,7 +27,8 @@ type nameRec struct {
 // dirEntries handles a DIR_ITEM or DIR_INDEX item of directory r.
 func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	kk := k
-	items, err := disk.ParseDirItems(data)
+	items, err := viewDirItems(data, f.dirBuf)
+	f.dirBuf = items
 	if err != nil {
 		f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: bad dir item %v: %v", f.t.id, r.ino, k, err)
 		return
@@ -75,7 +76,7 @@ func (f *fsTree) finish() error {
 	if err := f.dupNames(); err != nil {
 		return err
 	}
-	names := newNameCursor(f.names)
+	names := newNameCursor(mergeAll(f.allSorters(f.nameSorters, f.names)...))
 	for {
 		k, n, ok := names.name()
 		if !ok {
