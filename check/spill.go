@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"slices"
 )
@@ -29,6 +30,7 @@ type sorter struct {
 	// pointer-free references: a million slice headers were a fifth of
 	// the fs-tree pass's time in growing and scanning them.
 	refs   []recRef
+	tmp    []recRef // the radix sort's second buffer
 	chunks [][]byte
 	bytes  int64
 	runs   []*os.File
@@ -60,13 +62,59 @@ func (s *sorter) rec(r recRef) []byte {
 	return s.chunks[r.chunk][r.off : r.off+r.n : r.off+r.n]
 }
 
+// sortBuffered sorts the buffered records: a radix sort on their
+// integer keys (only the bytes in which the keys differ), then a
+// comparison sort of each run of equal keys. The records of a tree come
+// in a few nearly sorted streams with small keys (inode numbers,
+// addresses); a comparison sort of them was most of a spill's time.
 func (s *sorter) sortBuffered() {
-	slices.SortFunc(s.refs, func(a, b recRef) int {
+	refs := s.refs
+	cmpRefs := func(a, b recRef) int {
 		if a.key != b.key {
 			return cmp.Compare(a.key, b.key)
 		}
 		return bytes.Compare(s.rec(a), s.rec(b))
-	})
+	}
+	if len(refs) < 1024 {
+		slices.SortFunc(refs, cmpRefs)
+		return
+	}
+	lo, hi := refs[0].key, refs[0].key
+	for _, r := range refs {
+		lo, hi = min(lo, r.key), max(hi, r.key)
+	}
+	if cap(s.tmp) < len(refs) {
+		s.tmp = make([]recRef, len(refs))
+	}
+	src, dst := refs, s.tmp[:len(refs)]
+	for shift := 0; shift < bits.Len64(hi-lo); shift += 8 {
+		var count [257]int
+		for _, r := range src {
+			count[((r.key-lo)>>shift)&0xff+1]++
+		}
+		for i := 1; i < len(count); i++ {
+			count[i] += count[i-1]
+		}
+		for _, r := range src {
+			b := ((r.key - lo) >> shift) & 0xff
+			dst[count[b]] = r
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &refs[0] {
+		copy(refs, src)
+	}
+	for i := 0; i < len(refs); {
+		j := i + 1
+		for j < len(refs) && refs[j].key == refs[i].key {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(refs[i:j], cmpRefs)
+		}
+		i = j
+	}
 }
 
 // arenaChunk is the size of the chunks records are copied into: one
@@ -85,6 +133,11 @@ func newSorter(limit int64, dir string) *sorter {
 func (s *sorter) Add(rec []byte) {
 	if s.err != nil {
 		return
+	}
+	if s.refs == nil {
+		// Room for a run's references at once: growing the slice by
+		// doubling was a third of Add's time.
+		s.refs = make([]recRef, 0, min(s.limit/(recOverhead+16), 1<<22))
 	}
 	last := len(s.chunks) - 1
 	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < len(rec) {
@@ -177,6 +230,7 @@ func (s *sorter) Close() {
 	}
 	s.runs = nil
 	s.refs = nil
+	s.tmp = nil
 	s.chunks = nil
 }
 
