@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"sync"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
@@ -492,12 +493,13 @@ func (l *csumLookup) covers(start, end disk.LogicalAddr) bool {
 }
 
 // inoModes maps inodes to their file types. The items of a tree stream
-// in key order, so inodes are met in ascending order and a sorted slice,
-// searched by halving, does what a map did at a sixth of the memory and
+// in key order, so inodes are met in ascending order and sorted slices,
+// searched by halving, do what a map did at a sixth of the memory and
 // without the map's growth (a third of the fs-tree pass's bookkeeping
-// on a million inodes).
+// on a million inodes). The slices are fixed-size chunks, so growing
+// copies nothing and joining segments appends chunks.
 type inoModes struct {
-	recs     []inoMode
+	chunks   [][]inoMode
 	unsorted bool // an inode was met out of order (a damaged tree)
 }
 
@@ -506,18 +508,37 @@ type inoMode struct {
 	ft  disk.FileType
 }
 
+const inoModeChunk = 1 << 15
+
+func (m *inoModes) last() (disk.ObjectID, bool) {
+	if len(m.chunks) == 0 {
+		return 0, false
+	}
+	c := m.chunks[len(m.chunks)-1]
+	return c[len(c)-1].ino, true
+}
+
 func (m *inoModes) set(ino disk.ObjectID, ft disk.FileType) {
-	if n := len(m.recs); n > 0 && m.recs[n-1].ino >= ino {
+	if l, ok := m.last(); ok && l >= ino {
 		m.unsorted = true
 	}
-	m.recs = append(m.recs, inoMode{ino, ft})
+	n := len(m.chunks)
+	if n == 0 || len(m.chunks[n-1]) == cap(m.chunks[n-1]) {
+		m.chunks = append(m.chunks, make([]inoMode, 0, inoModeChunk))
+		n++
+	}
+	m.chunks[n-1] = append(m.chunks[n-1], inoMode{ino, ft})
 }
 
 // add appends the inodes of o, a later segment of the same tree.
 func (m *inoModes) add(o inoModes) {
-	for _, r := range o.recs {
-		m.set(r.ino, r.ft)
+	if len(o.chunks) == 0 {
+		return
 	}
+	if l, ok := m.last(); ok && l >= o.chunks[0][0].ino {
+		m.unsorted = true
+	}
+	m.chunks = append(m.chunks, o.chunks...)
 	m.unsorted = m.unsorted || o.unsorted
 }
 
@@ -527,21 +548,34 @@ func (m *inoModes) sort() {
 	if !m.unsorted {
 		return
 	}
-	slices.SortStableFunc(m.recs, func(a, b inoMode) int { return cmp.Compare(a.ino, b.ino) })
-	out := m.recs[:0]
-	for i, r := range m.recs {
-		if i+1 < len(m.recs) && m.recs[i+1].ino == r.ino {
+	var all []inoMode
+	for _, c := range m.chunks {
+		all = append(all, c...)
+	}
+	slices.SortStableFunc(all, func(a, b inoMode) int { return cmp.Compare(a.ino, b.ino) })
+	out := all[:0]
+	for i, r := range all {
+		if i+1 < len(all) && all[i+1].ino == r.ino {
 			continue
 		}
 		out = append(out, r)
 	}
-	m.recs, m.unsorted = out, false
+	m.chunks, m.unsorted = [][]inoMode{out}, false
+	if len(out) == 0 {
+		m.chunks = nil
+	}
 }
 
 func (m *inoModes) get(ino disk.ObjectID) (disk.FileType, bool) {
-	i, ok := slices.BinarySearchFunc(m.recs, ino, func(r inoMode, ino disk.ObjectID) int { return cmp.Compare(r.ino, ino) })
+	// The last chunk whose first inode is <= ino.
+	i := sort.Search(len(m.chunks), func(i int) bool { return m.chunks[i][0].ino > ino }) - 1
+	if i < 0 {
+		return 0, false
+	}
+	c := m.chunks[i]
+	j, ok := slices.BinarySearchFunc(c, ino, func(r inoMode, ino disk.ObjectID) int { return cmp.Compare(r.ino, ino) })
 	if !ok {
 		return 0, false
 	}
-	return m.recs[i].ft, true
+	return c[j].ft, true
 }

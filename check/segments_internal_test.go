@@ -66,3 +66,38 @@ func TestFSTreeSegments(t *testing.T) {
 		t.Fatalf("one piece:\n%s\nsegments:\n%s", problemsText(one), problemsText(four))
 	}
 }
+
+// TestInoModes: inode types are found across chunks and joined segments,
+// and inodes met out of order (or twice) are found as a map would have
+// them, the last type set winning.
+func TestInoModes(t *testing.T) {
+	var a, b inoModes
+	for i := 0; i < 3*inoModeChunk; i++ {
+		a.set(disk.ObjectID(256+2*i), disk.FtRegular)
+	}
+	for i := 0; i < 10; i++ {
+		b.set(disk.ObjectID(1<<20+i), disk.FtDir)
+	}
+	a.add(b)
+	a.sort()
+	for _, tc := range []struct {
+		ino disk.ObjectID
+		ft  disk.FileType
+		ok  bool
+	}{{256, disk.FtRegular, true}, {257, 0, false}, {256 + 2*inoModeChunk, disk.FtRegular, true}, {1<<20 + 9, disk.FtDir, true}, {1<<20 + 10, 0, false}, {5, 0, false}} {
+		if ft, ok := a.get(tc.ino); ft != tc.ft || ok != tc.ok {
+			t.Fatalf("get(%d) = %v %v, want %v %v", tc.ino, ft, ok, tc.ft, tc.ok)
+		}
+	}
+	var c inoModes
+	c.set(300, disk.FtRegular)
+	c.set(260, disk.FtDir)
+	c.set(300, disk.FtSymlink)
+	c.sort()
+	if ft, ok := c.get(300); !ok || ft != disk.FtSymlink {
+		t.Fatalf("get(300) = %v %v after a repeat", ft, ok)
+	}
+	if ft, ok := c.get(260); !ok || ft != disk.FtDir {
+		t.Fatalf("get(260) = %v %v out of order", ft, ok)
+	}
+}
