@@ -45,9 +45,9 @@ type recRef struct {
 	chunk, off, n uint32
 }
 
-// recOverhead is what one buffered record costs beside its bytes (its
-// recRef).
-const recOverhead = 24
+// recOverhead is what one buffered record costs beside its bytes: its
+// recRef, and its place in the radix sort's second buffer.
+const recOverhead = 48
 
 func recKey(rec []byte) uint64 {
 	if len(rec) >= 8 {
@@ -137,7 +137,7 @@ func (s *sorter) Add(rec []byte) {
 	if s.refs == nil {
 		// Room for a run's references at once: growing the slice by
 		// doubling was a third of Add's time.
-		s.refs = make([]recRef, 0, min(s.limit/(recOverhead+16), 1<<22))
+		s.refs = make([]recRef, 0, min(s.limit/(recOverhead+8), 1<<22))
 	}
 	last := len(s.chunks) - 1
 	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < len(rec) {
