@@ -203,8 +203,7 @@ func (c *checker) loadSpaceCacheV1(h v1Header, in *v1Inode) ([]span, bool) {
 		return nil, false
 	}
 	if uint64(in.item.Generation) != h.generation {
-		c.log("free space inode generation (%d) did not match free space cache generation (%d)", in.item.Generation, h.generation)
-		return nil, false
+		return nil, false // a stale cache: the kernel ignores it
 	}
 	size := in.item.Size
 	if size == 0 || size%v1PageSize != 0 || size > v1MaxCacheFile {
@@ -232,6 +231,7 @@ func (c *checker) loadSpaceCacheV1(h v1Header, in *v1Inode) ([]span, bool) {
 			from = 4 * npages
 		}
 		if disk.CRC32C(file[from:(p+1)*v1PageSize]) != le.Uint32(file[4*p:]) {
+			c.log("btrfs: csum mismatch on free space cache")
 			c.log("failed to load free space cache for block group %d", h.bg)
 			return nil, false
 		}

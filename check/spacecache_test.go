@@ -100,13 +100,39 @@ func TestCheckSpaceCacheV1(t *testing.T) {
 	mp, err := c.m.Mirrors(fe.DiskBytenr+disk.LogicalAddr(fe.Offset), v1PageSize)
 	must(t, err)
 	phys := int64(mp.Copies[0].Physical)
+	page := make([]byte, v1PageSize)
+	rf, err := os.Open(img)
+	must(t, err)
+	_, err = rf.ReadAt(page, phys)
+	rf.Close()
+	must(t, err)
+	first := 4*npages + 8
+
+	// A byte flipped in the page (its CRC left as it was): the cache is
+	// not loaded, which is no error to either check.
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	must(t, err)
 	defer f.Close()
-	page := make([]byte, v1PageSize)
-	_, err = f.ReadAt(page, phys)
+	flip := func() {
+		t.Helper()
+		b := []byte{page[first+3] ^ 1}
+		_, err := f.WriteAt(b, phys+int64(first)+3)
+		must(t, err)
+		page[first+3] = b[0]
+		must(t, f.Sync())
+	}
+	flip()
+	progsClean, out = progsCheck(t, img)
+	lines = nil
+	rep, err = runCheckLog(img, &lines)
 	must(t, err)
-	first := 4*npages + 8
+	if !rep.Clean() || !progsClean || !containsStr(out, "csum mismatch on free space cache") ||
+		!containsStr(strings.Join(lines, "\n"), "btrfs: csum mismatch on free space cache") {
+		t.Fatalf("cache page with a bad CRC: ours clean=%v, btrfs check clean=%v:\n%s\nours:\n%s\nbtrfs check:\n%s",
+			rep.Clean(), progsClean, problemsText(rep), strings.Join(lines, "\n"), out)
+	}
+	flip()
+
 	if page[first+16] != v1EntryExtent {
 		t.Skipf("the first cache entry is a bitmap (type %d)", page[first+16])
 	}
