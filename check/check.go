@@ -212,14 +212,27 @@ func (c *checker) run() error {
 	if err := c.checkRootBlocks(); err != nil {
 		return err
 	}
+	// The fs-tree pass runs beside the extent and free space phases; its
+	// problems are reported in phase 5. Whatever ends the run, it is
+	// waited for: it reads the devices Run closes.
+	fsRoots := c.startFSRoots()
+	waited := false
+	waitFSRoots := func() error {
+		if waited {
+			return nil
+		}
+		waited = true
+		return fsRoots()
+	}
+	defer waitFSRoots()
 	steps := []struct {
 		n    int
 		what string
 		fn   func() error
 	}{
 		{3, "checking extents", c.checkExtents},
-		{4, "checking free space tree", c.checkFreeSpace},
-		{5, "checking fs roots", c.checkFSRoots},
+		{4, c.freeSpacePhaseName(), c.checkFreeSpace},
+		{5, "checking fs roots", waitFSRoots},
 		{6, c.csumPhaseName(), c.checkCsums},
 		{7, "checking root refs", c.checkRootRefs},
 	}
@@ -241,6 +254,13 @@ func (c *checker) run() error {
 		}
 	}
 	return nil
+}
+
+func (c *checker) freeSpacePhaseName() string {
+	if c.sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 {
+		return "checking free space cache"
+	}
+	return "checking free space tree"
 }
 
 func (c *checker) csumPhaseName() string {

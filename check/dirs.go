@@ -27,7 +27,8 @@ type nameRec struct {
 // dirEntries handles a DIR_ITEM or DIR_INDEX item of directory r.
 func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 	kk := k
-	items, err := disk.ParseDirItems(data)
+	items, err := viewDirItems(data, f.dirBuf)
+	f.dirBuf = items
 	if err != nil {
 		f.report(KindDirItem, f.t.id, 0, &kk, "root %d dir %d: bad dir item %v: %v", f.t.id, r.ino, k, err)
 		return
@@ -62,9 +63,10 @@ func (f *fsTree) dirEntries(r *inodeRec, k disk.Key, data []byte) {
 // inodes, orphans, the root directory.
 func (f *fsTree) finish() error {
 	id := f.t.id
-	if _, ok := f.modes[f.rootDir]; !ok {
+	f.modes.sort()
+	if _, ok := f.modes.get(f.rootDir); !ok {
 		f.emit(KindInode, id, 0, nil, "root %d root dir %d not found", id, f.rootDir)
-	} else if f.modes[f.rootDir] != disk.FtDir {
+	} else if m, _ := f.modes.get(f.rootDir); m != disk.FtDir {
 		f.emit(KindInode, id, 0, nil, "root %d root dir %d is not a directory", id, f.rootDir)
 	}
 	for _, pp := range f.pending {
@@ -75,7 +77,7 @@ func (f *fsTree) finish() error {
 	if err := f.dupNames(); err != nil {
 		return err
 	}
-	names := newNameCursor(f.names)
+	names := newNameCursor(mergeAll(f.allSorters(f.nameSorters, f.names)...))
 	for {
 		k, n, ok := names.name()
 		if !ok {
@@ -108,16 +110,16 @@ func (f *fsTree) finish() error {
 				msg("no inode ref, dir index without dir item")
 			}
 		}
-		mode, ok := f.modes[k.child]
+		mode, ok := f.modes.get(k.child)
 		if !ok {
 			if n.dirItem || n.dirIndex {
 				msg("dir entry points to a missing inode")
 			}
 			continue
 		}
-		if _, ok := f.modes[k.parent]; !ok {
+		if pm, ok := f.modes.get(k.parent); !ok {
 			msg("parent directory missing")
-		} else if f.modes[k.parent] != disk.FtDir {
+		} else if pm != disk.FtDir {
 			msg("parent is not a directory")
 		}
 		if n.hasType && n.ftype.Base() != mode {

@@ -34,7 +34,7 @@ func appendMerged(runs []span, s span) []span {
 // in the tree, as the kernel keeps them.
 func (c *checker) checkFreeSpace() error {
 	if c.sb.CompatROFlags&disk.CompatROFreeSpaceTree == 0 {
-		return nil
+		return c.checkSpaceCacheV1()
 	}
 	t, ok := c.tree(disk.FreeSpaceTreeObjectID)
 	if !ok {

@@ -3,11 +3,13 @@ package check
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"slices"
 )
@@ -24,16 +26,100 @@ type sorter struct {
 	limit int64
 	dir   string // "" = os.TempDir()
 
-	buf   [][]byte // records, slices of arena chunks
-	arena []byte   // the chunk records are copied into
+	// The buffered records, copied into 1 MiB chunks and named by
+	// pointer-free references: a million slice headers were a fifth of
+	// the fs-tree pass's time in growing and scanning them.
+	refs   []recRef
+	tmp    []recRef // the radix sort's second buffer
+	chunks [][]byte
+	// used is how many chunks hold records; the rest are kept, empty,
+	// from an earlier run: refilling them touches no new memory (fresh
+	// pages were a third of Add's time).
+	used  int
 	bytes int64
 	runs  []*os.File
 	err   error
 }
 
-// recOverhead is what one buffered record costs beside its bytes (its
-// slice header in buf).
-const recOverhead = 24
+// recRef names one buffered record: n bytes at off in chunks[chunk]. key
+// is its first 8 bytes as a big-endian number (zero-padded), so most
+// comparisons of the sort are of two integers.
+type recRef struct {
+	key           uint64
+	chunk, off, n uint32
+}
+
+// recOverhead is what one buffered record costs beside its bytes: its
+// recRef, and its place in the radix sort's second buffer.
+const recOverhead = 48
+
+func recKey(rec []byte) uint64 {
+	if len(rec) >= 8 {
+		return binary.BigEndian.Uint64(rec)
+	}
+	var b [8]byte
+	copy(b[:], rec)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+func (s *sorter) rec(r recRef) []byte {
+	return s.chunks[r.chunk][r.off : r.off+r.n : r.off+r.n]
+}
+
+// sortBuffered sorts the buffered records: a radix sort on their
+// integer keys (only the bytes in which the keys differ), then a
+// comparison sort of each run of equal keys. The records of a tree come
+// in a few nearly sorted streams with small keys (inode numbers,
+// addresses); a comparison sort of them was most of a spill's time.
+func (s *sorter) sortBuffered() {
+	refs := s.refs
+	cmpRefs := func(a, b recRef) int {
+		if a.key != b.key {
+			return cmp.Compare(a.key, b.key)
+		}
+		return bytes.Compare(s.rec(a), s.rec(b))
+	}
+	if len(refs) < 1024 {
+		slices.SortFunc(refs, cmpRefs)
+		return
+	}
+	lo, hi := refs[0].key, refs[0].key
+	for _, r := range refs {
+		lo, hi = min(lo, r.key), max(hi, r.key)
+	}
+	if cap(s.tmp) < len(refs) {
+		s.tmp = make([]recRef, len(refs))
+	}
+	src, dst := refs, s.tmp[:len(refs)]
+	for shift := 0; shift < bits.Len64(hi-lo); shift += 8 {
+		var count [257]int
+		for _, r := range src {
+			count[((r.key-lo)>>shift)&0xff+1]++
+		}
+		for i := 1; i < len(count); i++ {
+			count[i] += count[i-1]
+		}
+		for _, r := range src {
+			b := ((r.key - lo) >> shift) & 0xff
+			dst[count[b]] = r
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &refs[0] {
+		copy(refs, src)
+	}
+	for i := 0; i < len(refs); {
+		j := i + 1
+		for j < len(refs) && refs[j].key == refs[i].key {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(refs[i:j], cmpRefs)
+		}
+		i = j
+	}
+}
 
 // arenaChunk is the size of the chunks records are copied into: one
 // allocation per chunk, not one per record (a million names made a
@@ -52,12 +138,22 @@ func (s *sorter) Add(rec []byte) {
 	if s.err != nil {
 		return
 	}
-	if cap(s.arena)-len(s.arena) < len(rec) {
-		s.arena = make([]byte, 0, max(arenaChunk, len(rec)))
+	if s.refs == nil {
+		// Room for a run's references at once: growing the slice by
+		// doubling was a third of Add's time.
+		s.refs = make([]recRef, 0, min(s.limit/(recOverhead+8), 1<<22))
 	}
-	at := len(s.arena)
-	s.arena = append(s.arena, rec...)
-	s.buf = append(s.buf, s.arena[at:len(s.arena):len(s.arena)])
+	last := s.used - 1
+	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < len(rec) {
+		if s.used == len(s.chunks) || cap(s.chunks[s.used]) < len(rec) {
+			s.chunks = slices.Insert(s.chunks, s.used, make([]byte, 0, max(arenaChunk, len(rec))))
+		}
+		s.used++
+		last++
+	}
+	at := len(s.chunks[last])
+	s.chunks[last] = append(s.chunks[last], rec...)
+	s.refs = append(s.refs, recRef{recKey(rec), uint32(last), uint32(at), uint32(len(rec))})
 	s.bytes += int64(len(rec)) + recOverhead
 	if s.bytes >= s.limit {
 		s.spill()
@@ -68,7 +164,7 @@ func (s *sorter) Add(rec []byte) {
 func (s *sorter) Runs() int { return len(s.runs) }
 
 func (s *sorter) spill() {
-	slices.SortFunc(s.buf, bytes.Compare)
+	s.sortBuffered()
 	f, err := os.CreateTemp(s.dir, "gobtrfs-check-*.run")
 	if err != nil {
 		s.err = fmt.Errorf("check: spilling to a temporary file: %w", err)
@@ -80,7 +176,8 @@ func (s *sorter) spill() {
 	s.runs = append(s.runs, f)
 	w := bufio.NewWriterSize(f, 64<<10)
 	var hdr [binary.MaxVarintLen64]byte
-	for _, r := range s.buf {
+	for _, ref := range s.refs {
+		r := s.rec(ref)
 		n := binary.PutUvarint(hdr[:], uint64(len(r)))
 		w.Write(hdr[:n])
 		w.Write(r)
@@ -89,31 +186,40 @@ func (s *sorter) spill() {
 		s.err = fmt.Errorf("check: spilling to a temporary file: %w", err)
 		return
 	}
-	clear(s.buf)
-	s.buf = s.buf[:0]
+	s.refs = s.refs[:0]
 	s.bytes = 0
-	// Every record is in the run now: the current chunk is free again
-	// (the others go to the collector).
-	s.arena = s.arena[:0]
+	// Every record is in the run now: the chunks are free again.
+	for i := range s.chunks[:s.used] {
+		s.chunks[i] = s.chunks[i][:0]
+	}
+	s.used = 0
 }
 
 // Merge returns the records in byte order. The sorter may not be added to
 // afterwards; it may be merged again (each Merge starts from the first
 // record and invalidates the iterators before it). Close the sorter (or
 // the last iterator) to release the runs.
-func (s *sorter) Merge() *mergeIter {
-	it := &mergeIter{s: s, err: s.err}
-	if s.err != nil {
-		return it
-	}
-	slices.SortFunc(s.buf, bytes.Compare)
-	srcs := []*runSource{{mem: s.buf}}
-	for _, f := range s.runs {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			it.err = fmt.Errorf("check: reading a spilled run: %w", err)
+func (s *sorter) Merge() *mergeIter { return mergeAll(s) }
+
+// mergeAll returns the records of several sorters in byte order, as one
+// sorter holding them all would (Merge's rules apply to each).
+func mergeAll(ss ...*sorter) *mergeIter {
+	it := &mergeIter{ss: ss}
+	var srcs []*runSource
+	for _, s := range ss {
+		if s.err != nil {
+			it.err = s.err
 			return it
 		}
-		srcs = append(srcs, &runSource{r: bufio.NewReaderSize(f, 64<<10)})
+		s.sortBuffered()
+		srcs = append(srcs, &runSource{s: s, mem: s.refs})
+		for _, f := range s.runs {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				it.err = fmt.Errorf("check: reading a spilled run: %w", err)
+				return it
+			}
+			srcs = append(srcs, &runSource{r: bufio.NewReaderSize(f, 64<<10)})
+		}
 	}
 	for _, src := range srcs {
 		if src.advance(&it.err) {
@@ -130,13 +236,15 @@ func (s *sorter) Close() {
 		f.Close()
 	}
 	s.runs = nil
-	s.buf = nil
-	s.arena = nil
+	s.refs = nil
+	s.tmp = nil
+	s.chunks, s.used = nil, 0
 }
 
 // runSource is one sorted run: the in-memory tail, or a spilled file.
 type runSource struct {
-	mem [][]byte
+	s   *sorter
+	mem []recRef
 	r   *bufio.Reader
 	cur []byte
 }
@@ -148,7 +256,7 @@ func (src *runSource) advance(err *error) bool {
 		if len(src.mem) == 0 {
 			return false
 		}
-		src.cur, src.mem = src.mem[0], src.mem[1:]
+		src.cur, src.mem = src.s.rec(src.mem[0]), src.mem[1:]
 		return true
 	}
 	n, e := binary.ReadUvarint(src.r)
@@ -184,7 +292,7 @@ func (h *runHeap) Pop() any {
 
 // mergeIter yields a sorter's records in order.
 type mergeIter struct {
-	s   *sorter
+	ss  []*sorter
 	h   runHeap
 	err error
 }
@@ -208,5 +316,9 @@ func (it *mergeIter) Next() ([]byte, bool) {
 // Err is the first error met while spilling or merging.
 func (it *mergeIter) Err() error { return it.err }
 
-// Close releases the sorter's temporary files.
-func (it *mergeIter) Close() { it.s.Close() }
+// Close releases the sorters' temporary files.
+func (it *mergeIter) Close() {
+	for _, s := range it.ss {
+		s.Close()
+	}
+}

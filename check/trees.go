@@ -396,6 +396,11 @@ func (c *checker) leafProblem(n disk.Node, tree disk.ObjectID, err error) {
 	c.problemf(KindItem, tree, n.Bytenr(), key, "tree block %d in %s tree: %s", n.Bytenr(), treeName(tree), msg)
 }
 
+// fileExtentTypeOffset is where a file extent item's type byte is:
+// after generation, ram_bytes, compression, encryption and
+// other_encoding.
+const fileExtentTypeOffset = 8 + 8 + 1 + 1 + 2
+
 // leafData records the data extents the file extents of leaf n point at.
 func (c *checker) leafData(n disk.Node, tree disk.ObjectID) {
 	// File extents live in subvolume trees and, for the v1 space cache's
@@ -407,11 +412,16 @@ func (c *checker) leafData(n disk.Node, tree disk.ObjectID) {
 		if k.Type != disk.ExtentDataKey {
 			continue
 		}
+		data := n.ItemData(i)
+		if len(data) > fileExtentTypeOffset && disk.FileExtentType(data[fileExtentTypeOffset]) == disk.FileExtentInline {
+			continue // no data extent; skipped before Decode copies its bytes
+		}
 		var fe disk.FileExtentItem
-		if fe.Decode(n.ItemData(i)) != nil || fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
+		if fe.Decode(data) != nil || fe.Type == disk.FileExtentInline || fe.DiskBytenr == 0 {
 			continue
 		}
-		if files {
+		if files || tree == disk.RootTreeObjectID {
+			// btrfs check counts the v1 space cache's files too.
 			s.DataBytesAllocated += fe.DiskNumBytes
 			s.DataBytesReferenced += fe.NumBytes
 		}

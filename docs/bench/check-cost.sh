@@ -7,13 +7,17 @@
 #   (b) an image of GIB 1-GiB files of random data (our mkfs --rootdir),
 #       with data checksums (--check-data-csum).
 # Needs btrfs-progs and /usr/bin/time; no root. Run from the module root.
-# Usage: [FILES=1000000] [GIB=3] [TIMEOUT=900] docs/bench/check-cost.sh [DIR]
+# On a shared machine set RUNS=n: (a) then runs gobtrfs check and btrfs
+# check (original) alternately n times, each line with the load average
+# before it (lowmem still once).
+# Usage: [FILES=1000000] [GIB=3] [TIMEOUT=900] [RUNS=1] docs/bench/check-cost.sh [DIR]
 # Everything under DIR is deleted at the end.
 set -euo pipefail
 D=${1:-/tmp/gobtrfs-checkcost}
 FILES=${FILES:-1000000}
 GIB=${GIB:-3}
 TIMEOUT=${TIMEOUT:-900}
+RUNS=${RUNS:-1}
 mkdir -p "$D"
 trap 'rm -rf "$D"' EXIT
 G=$D/gobtrfs
@@ -23,12 +27,13 @@ go build -o "$G" ./cmd/gobtrfs
 measure() {
 	local name=$1
 	shift
-	local out=$D/time.out rc=0
+	local out=$D/time.out rc=0 load
+	load=$(cut -d' ' -f1-3 /proc/loadavg)
 	/usr/bin/time -v -o "$out" timeout "$TIMEOUT" "$@" >"$D/cmd.out" 2>&1 || rc=$?
 	local wall rss
 	wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$out")
 	rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$out")
-	printf '%-40s wall %10s  peak RSS %8d KiB  exit %d\n' "$name" "$wall" "$rss" "$rc"
+	printf '%-40s wall %10s  peak RSS %8d KiB  exit %d  (load %s)\n' "$name" "$wall" "$rss" "$rc" "$load"
 	if [ "$rc" = 124 ]; then echo "  (killed after ${TIMEOUT}s)"; fi
 }
 
@@ -47,8 +52,10 @@ PY
 SOURCE_DATE_EPOCH=1700000000 "$G" mkfs -q -r "$D/in" -b 8G "$img"
 rm -rf "$D/in"
 echo "(a) $FILES files: $(du -h --apparent-size "$img" | cut -f1) image, $(du -h "$img" | cut -f1) allocated"
-measure "gobtrfs check" "$G" check "$img"
-measure "btrfs check (original)" btrfs check --readonly "$img"
+for ((r = 0; r < RUNS; r++)); do
+	measure "gobtrfs check" "$G" check "$img"
+	measure "btrfs check (original)" btrfs check --readonly "$img"
+done
 measure "btrfs check --mode=lowmem" btrfs check --readonly --mode=lowmem "$img"
 rm -f "$img"
 
