@@ -231,14 +231,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if n.m.ro {
 		return syscall.EROFS
 	}
-	p := n.path()
 	h, _ := f.(*handle)
 	if sz, ok := in.GetSize(); ok {
 		var err error
 		if h != nil {
 			err = h.f.Truncate(int64(sz))
 		} else {
-			err = n.m.fsys.Truncate(p, int64(sz))
+			err = n.m.fsys.Truncate(n.path(), int64(sz))
 		}
 		if err != nil {
 			return toErrno(err)
@@ -246,6 +245,44 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
+	mode, mok := in.GetMode()
+	atime, aok := in.GetATime()
+	mtime, tok := in.GetMTime()
+	kill := n.killSUIDGID(ctx, in)
+	if (uok || gok || mok || aok || tok || kill) && n.byNumber() {
+		// One change by inode number that returns the attributes it
+		// leaves: no path to resolve, and no search afterwards of
+		// the blocks the change has just copied (tar sets owner, mode
+		// and times of every file, each its own setattr).
+		a := btrfs.AttrChange{UID: -1, GID: -1, KillSUIDGID: kill}
+		if uok {
+			a.UID = int(uid)
+		}
+		if gok {
+			a.GID = int(gid)
+		}
+		if mok {
+			a.SetMode, a.Mode = true, btrfs.FileModeOf(mode&0o7777)
+		}
+		if aok {
+			a.Atime = &atime
+		}
+		if tok {
+			a.Mtime = &mtime
+		}
+		st, err := n.m.fsys.SetattrInode(n.sv, n.ino, a)
+		if err != nil {
+			return toErrno(err)
+		}
+		n.mu.Lock()
+		n.last = st
+		st = n.unorphaned(st)
+		n.mu.Unlock()
+		n.m.fillAttr(st, &out.Attr)
+		out.SetTimeout(n.m.attrTimeout)
+		return 0
+	}
+	p := n.path()
 	if uok || gok {
 		u, g := -1, -1
 		if uok {
@@ -258,15 +295,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 			return toErrno(err)
 		}
 	}
-	if mode, ok := in.GetMode(); ok {
+	if mok {
 		if err := n.m.fsys.Chmod(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
 			return toErrno(err)
 		}
 	}
-	atime, aok := in.GetATime()
-	mtime, mok := in.GetMTime()
-	if aok || mok {
-		if !aok || !mok {
+	if aok || tok {
+		if !aok || !tok {
 			st, errno := n.stat()
 			if errno != 0 {
 				return errno
@@ -274,7 +309,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 			if !aok {
 				atime = st.Atime
 			}
-			if !mok {
+			if !tok {
 				mtime = st.Mtime
 			}
 		}
@@ -293,6 +328,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		return errno
 	}
 	n.m.fillAttr(st, &out.Attr)
+	out.SetTimeout(n.m.attrTimeout)
 	return 0
 }
 
