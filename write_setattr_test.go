@@ -162,3 +162,56 @@ func TestSetattrInode(t *testing.T) {
 	fsys = nil
 	btrfstest.Check(t, []string{img}, true)
 }
+
+// TestCreateStat checks that CreateEmptyStat and MkdirStat return what
+// Lstat reads afterwards: in a set-group-ID directory with a default ACL
+// (which change the group, the bit and the mode), with an owner and a
+// umask, in a nested subvolume; errors change nothing.
+func TestCreateStat(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.Mkdir("d", 0o777))
+	must(fsys.Chown("d", 0, 3000))
+	must(fsys.Chmod("d", fs.ModeSetgid|0o777))
+	// A default ACL: user::rwx, group::r-x, other::r-- (the xattr form).
+	acl := []byte{2, 0, 0, 0, 1, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 5, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff}
+	must(fsys.Setxattr("d", "system.posix_acl_default", acl))
+	_, err = fsys.CreateSubvolume("sv", nil)
+	must(err)
+	opts := &btrfs.CreateOptions{UID: 1000, GID: 1000, Umask: 0o027}
+	for _, c := range []struct {
+		name string
+		dir  bool
+	}{{"d/f", false}, {"d/sub", true}, {"f", false}, {"sub", true}, {"sv/f", false}, {"sv/sub", true}} {
+		var st *btrfs.Stat
+		if c.dir {
+			st, err = fsys.MkdirStat(c.name, 0o755, opts)
+		} else {
+			st, err = fsys.CreateEmptyStat(c.name, 0o666, opts)
+		}
+		must(err)
+		fi, err := fsys.Lstat(c.name)
+		must(err)
+		if want := fi.Sys().(*btrfs.Stat); *st != *want {
+			t.Errorf("%s: returned %+v, Lstat %+v", c.name, *st, *want)
+		}
+	}
+	if _, err := fsys.CreateEmptyStat("d/f", 0o644, nil); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("existing name: %v", err)
+	}
+	if _, err := fsys.MkdirStat("nope/x", 0o755, nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing parent: %v", err)
+	}
+	must(fsys.Close())
+	btrfstest.Check(t, []string{img}, true)
+}

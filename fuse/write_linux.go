@@ -46,6 +46,12 @@ func (n *node) made(ctx context.Context, name, base string, mode uint32, out *go
 	if errno != 0 {
 		return nil, errno
 	}
+	return n.madeStat(ctx, st, out), 0
+}
+
+// madeStat is made with the new inode's Stat as the change that made it
+// returned it (CreateEmptyStat, MkdirStat).
+func (n *node) madeStat(ctx context.Context, st *btrfs.Stat, out *gofuse.EntryOut) *fs.Inode {
 	n.m.fillAttr(st, &out.Attr)
 	ch := n.newChild(ctx, st)
 	if cn, ok := ch.Operations().(*node); ok {
@@ -54,7 +60,7 @@ func (n *node) made(ctx context.Context, name, base string, mode uint32, out *go
 		cn.noCaps = true
 		cn.mu.Unlock()
 	}
-	return ch, 0
+	return ch
 }
 
 // Create is open(2) with O_CREAT of a new file.
@@ -63,13 +69,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, syscall.EROFS
 	}
 	p := n.child(name)
-	if err := n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name)); err != nil {
+	st, err := n.m.fsys.CreateEmptyStat(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name))
+	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	ch, errno := n.made(ctx, p, name, syscall.S_IFREG|mode&0o7777, out)
-	if errno != 0 {
-		return nil, nil, 0, errno
-	}
+	ch := n.madeStat(ctx, st, out)
 	cn := ch.Operations().(*node)
 	f, err := cn.openFile()
 	if err != nil {
@@ -83,11 +87,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if n.m.ro {
 		return nil, syscall.EROFS
 	}
-	p := n.child(name)
-	if err := n.m.fsys.MkdirWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name)); err != nil {
+	st, err := n.m.fsys.MkdirStat(n.child(name), btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name))
+	if err != nil {
 		return nil, toErrno(err)
 	}
-	return n.made(ctx, p, name, syscall.S_IFDIR|mode&0o7777, out)
+	return n.madeStat(ctx, st, out), 0
 }
 
 // Mknod is mknod(2): a regular file, a FIFO, a socket or a device.
