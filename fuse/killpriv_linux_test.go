@@ -59,9 +59,8 @@ func runKillScripts(t *testing.T, dir string) string {
 	}
 	var out []byte
 	for i, s := range []string{killRootScript, killUserScript, killRootScript2} {
-		// The shell changes into dir, not the fork: a child blocked
-		// between fork and exec on a request to this very process's
-		// mount hung the test once.
+		// The shell changes into dir, not the forked child (see
+		// runACLScripts).
 		cmd := exec.Command("sh", "-c", `set -e; cd "$0"`+s, dir)
 		if i == 1 {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
