@@ -198,6 +198,15 @@ func (v *dataView) readData(in *inode, buf []byte, logical disk.LogicalAddr) err
 	if in.item.Flags&disk.InodeNoDataSum != 0 || fsys.opts.NoDataChecksums || v.csumRoot.Addr == 0 {
 		return v.data.ReadLogical(buf, logical, nil)
 	}
+	// Bytes the running transaction still holds back (written behind)
+	// are its own memory, whose checksums were computed from these very
+	// bytes: they are taken as they are, without the csum tree search
+	// (through the transaction's blocks, a copy of each) that costs more
+	// than the read. A write that continues a partial sector (tar's
+	// 10 KiB records) reads that sector back this way every time.
+	if tr, ok := v.data.(*txnDataReader); ok && tr.t.ReadStaged(logical, buf) {
+		return nil
+	}
 	ss := uint64(fsys.sb.SectorSize)
 	sums, err := v.csums(logical, uint64(len(buf))/ss)
 	if err != nil {

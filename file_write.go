@@ -1,7 +1,6 @@
 package btrfs
 
 import (
-	"io/fs"
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -55,21 +54,9 @@ func (f *File) identity() (disk.ObjectID, disk.ObjectID) {
 // regularByIno loads regular file ino of subvolume sv into the change,
 // switching to the subvolume's tree (read-only ones are EROFS).
 func (c *wctx) regularByIno(sv, ino disk.ObjectID) (*winode, error) {
-	c.tr = c.top
-	if sv != c.top.Owner() {
-		if err := c.enterTree(sv); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.sharedTreeErr(sv); err != nil {
-		return nil, err
-	}
-	in, err := c.findInode(ino)
+	in, err := c.inodeByIno(sv, ino)
 	if err != nil {
 		return nil, err
-	}
-	if in == nil {
-		return nil, fs.ErrNotExist
 	}
 	return in, checkRegular(in)
 }

@@ -62,10 +62,12 @@ type Stat struct {
 	Generation, TransID uint64
 }
 
-func (in *inode) stat() *Stat {
-	it := &in.item
+func (in *inode) stat() *Stat { return itemStat(in.sv.id, in.ino, &in.item) }
+
+// itemStat is the Stat of inode ino of subvolume sv whose item is it.
+func itemStat(sv, ino disk.ObjectID, it *disk.InodeItem) *Stat {
 	return &Stat{
-		Subvolume: uint64(in.sv.id), Ino: uint64(in.ino), Mode: it.Mode, Nlink: it.NLink,
+		Subvolume: uint64(sv), Ino: uint64(ino), Mode: it.Mode, Nlink: it.NLink,
 		UID: it.UID, GID: it.GID, RdevMajor: disk.RdevMajor(it.Rdev), RdevMinor: disk.RdevMinor(it.Rdev),
 		Size: it.Size, NBytes: it.NBytes, Atime: it.ATime.Time(), Mtime: it.MTime.Time(),
 		Ctime: it.CTime.Time(), Otime: it.OTime.Time(), Flags: uint64(it.Flags),

@@ -28,34 +28,43 @@ func (fsys *FS) Chown(name string, uid, gid int) error {
 		if !validID(uid) || !validID(gid) {
 			return false, syscall.EINVAL
 		}
-		var capKey disk.Key
-		var capKeep []disk.DirItem
-		hasCap := false
-		if !in.item.IsDir() {
-			if capKey, capKeep, hasCap, err = c.xattrWithout(in.ino, capabilityXattr); err != nil {
-				return false, err
-			}
-		}
-		if uid != -1 {
-			in.item.UID = uint32(uid)
-		}
-		if gid != -1 {
-			in.item.GID = uint32(gid)
-		}
-		if !in.item.IsDir() {
-			in.item.Mode &^= disk.ModeSetUID
-			if in.item.Mode&0o010 != 0 {
-				in.item.Mode &^= disk.ModeSetGID
-			}
-		}
-		if hasCap {
-			if err := c.replaceItem(capKey, capKeep); err != nil {
-				return true, err
-			}
+		if started, err := c.chown(in, uid, gid); err != nil {
+			return started, err
 		}
 		c.touch(in, c.now(), false)
 		return true, c.putInode(in)
 	})
+}
+
+// chown is Chown's change of in, ids already checked, without the touch
+// and the store of the inode item that the caller makes.
+func (c *wctx) chown(in *winode, uid, gid int) (started bool, err error) {
+	var capKey disk.Key
+	var capKeep []disk.DirItem
+	hasCap := false
+	if !in.item.IsDir() {
+		if capKey, capKeep, hasCap, err = c.xattrWithout(in.ino, capabilityXattr); err != nil {
+			return false, err
+		}
+	}
+	if uid != -1 {
+		in.item.UID = uint32(uid)
+	}
+	if gid != -1 {
+		in.item.GID = uint32(gid)
+	}
+	if !in.item.IsDir() {
+		in.item.Mode &^= disk.ModeSetUID
+		if in.item.Mode&0o010 != 0 {
+			in.item.Mode &^= disk.ModeSetGID
+		}
+	}
+	if hasCap {
+		if err := c.replaceItem(capKey, capKeep); err != nil {
+			return true, err
+		}
+	}
+	return hasCap, nil
 }
 
 // validID reports whether id is -1 (keep) or a user or group id Linux

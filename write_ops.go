@@ -56,6 +56,15 @@ func (fsys *FS) Mkdir(name string, perm fs.FileMode) error {
 // default ACL of the parent becomes the new directory's access ACL (with
 // perm applied as Linux applies it) and its default ACL.
 func (fsys *FS) MkdirWith(name string, perm fs.FileMode, opts *CreateOptions) error {
+	_, err := fsys.create("mkdir", name, disk.ModeDir|UnixMode(perm)&0o7777, opts)
+	return err
+}
+
+// MkdirStat is MkdirWith that also returns the new directory's Stat, as
+// the change made it: a FUSE mkdir answers with the attributes, and
+// reading them back would cost a search of the blocks the change has just
+// copied.
+func (fsys *FS) MkdirStat(name string, perm fs.FileMode, opts *CreateOptions) (*Stat, error) {
 	return fsys.create("mkdir", name, disk.ModeDir|UnixMode(perm)&0o7777, opts)
 }
 
@@ -70,20 +79,39 @@ func (fsys *FS) CreateEmpty(name string, perm fs.FileMode) error {
 // opts. A default ACL of the parent becomes the file's access ACL, with
 // perm applied as Linux applies it.
 func (fsys *FS) CreateEmptyWith(name string, perm fs.FileMode, opts *CreateOptions) error {
+	_, err := fsys.create("create", name, disk.ModeRegular|UnixMode(perm)&0o7777, opts)
+	return err
+}
+
+// CreateEmptyStat is CreateEmptyWith that also returns the new file's
+// Stat, as the change made it (see MkdirStat).
+func (fsys *FS) CreateEmptyStat(name string, perm fs.FileMode, opts *CreateOptions) (*Stat, error) {
 	return fsys.create("create", name, disk.ModeRegular|UnixMode(perm)&0o7777, opts)
 }
 
 // create adds a new inode of mode (a directory or an empty file) under
 // the name's parent: INODE_ITEM, INODE_REF, DIR_ITEM, DIR_INDEX, and the
-// parent's size, times and transid.
-func (fsys *FS) create(op, name string, mode uint32, opts *CreateOptions) error {
-	return fsys.createChange(opts)(op, name, func(c *wctx) (bool, error) {
+// parent's size, times and transid. It returns the new inode's Stat.
+func (fsys *FS) create(op, name string, mode uint32, opts *CreateOptions) (*Stat, error) {
+	var st *Stat
+	err := fsys.createChange(opts)(op, name, func(c *wctx) (bool, error) {
 		at, err := c.prepareNew(name, opts)
 		if err != nil {
 			return false, err
 		}
-		return true, c.link(at, mode, opts)
+		in, err := c.linkIn(at, mode, opts)
+		if err != nil {
+			return true, err
+		}
+		// The item as linkNew inserted it: nothing after the insert
+		// changes it.
+		st = itemStat(c.tr.Owner(), in.ino, &in.item)
+		return true, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // createChange is how a creation with opts runs: beside changes in
@@ -136,9 +164,15 @@ func (c *wctx) prepareNew(name string, opts *CreateOptions) (at newPlace, err er
 
 // link writes the items of a new inode of mode at its place.
 func (c *wctx) link(at newPlace, mode uint32, opts *CreateOptions) error {
+	_, err := c.linkIn(at, mode, opts)
+	return err
+}
+
+// linkIn is link that returns the new inode.
+func (c *wctx) linkIn(at newPlace, mode uint32, opts *CreateOptions) (*winode, error) {
 	now := c.now()
 	in := &winode{ino: at.ino, item: c.newInodeItem(mode, now)}
-	return c.linkNew(at, in, now, opts)
+	return in, c.linkNew(at, in, now, opts)
 }
 
 // newInodeItem is the INODE_ITEM of an inode of mode made now: created

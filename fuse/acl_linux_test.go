@@ -54,8 +54,12 @@ func runACLScripts(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for i, s := range []string{aclScript, aclUserScript} {
-		cmd := exec.Command("sh", "-c", s)
-		cmd.Dir = dir
+		// The shell changes into dir, not the forked child before its
+		// exec (cmd.Dir): that child is a vfork of this process, which
+		// serves the mount, and a garbage collection that starts while
+		// the child waits for an answer from the mount waits for the
+		// vforking thread forever (the test hung so).
+		cmd := exec.Command("sh", "-c", `cd "$0" || exit 1`+"\n"+s, dir)
 		if i == 1 {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
 		}

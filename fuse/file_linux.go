@@ -103,6 +103,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if h.n.m.ro {
 		return 0, syscall.EROFS
 	}
+	if errno := h.killBeforeWrite(ctx); errno != 0 {
+		return 0, errno
+	}
 	n, err := h.f.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), toErrno(err)

@@ -49,6 +49,7 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("mount %s: remove what a crash left in %s: %w", dir, m.orphanDir(), err)
 	}
 	entry, attr := opts.timeouts()
+	m.attrTimeout = attr
 	negative := time.Duration(0)
 	name := opts.FsName
 	if name == "" {
@@ -74,7 +75,10 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 			EnableAcl:    true,
 			// The umask is applied by the btrfs package, which knows
 			// when a default ACL overrules it (umask_linux.go).
-			ExtraCapabilities:  gofuse.CAP_DONT_MASK,
+			// The filesystem clears set-id bits on write, truncate
+			// and chown (killpriv_linux.go), which spares a
+			// GETXATTR per write and a GETATTR per chown.
+			ExtraCapabilities:  gofuse.CAP_DONT_MASK | gofuse.CAP_HANDLE_KILLPRIV_V2,
 			DisableReadDirPlus: false,
 		},
 	}
@@ -88,7 +92,7 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 	if m.ro {
 		fo.MountOptions.Options = append(fo.MountOptions.Options, "ro")
 	}
-	rawFS := &umaskFS{RawFileSystem: fs.NewNodeFS(root, fo), t: &m.umasks}
+	rawFS := &umaskFS{RawFileSystem: fs.NewNodeFS(root, fo), t: &m.umasks, k: &m.kills}
 	srv, err := gofuse.NewServer(rawFS, dir, &fo.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -123,11 +127,18 @@ type mount struct {
 	bsize  uint32    // st_blksize and the statfs block size; immutable
 	root   *node     // immutable after Mount
 	opts   Options   // immutable
-	inos   inoMap
-	log    *log.Logger
+	// attrTimeout is how long the kernel may keep attributes we
+	// return (fs.Options.AttrTimeout, which go-fuse does not apply to
+	// setattr replies); immutable after Mount.
+	attrTimeout time.Duration
+	inos        inoMap
+	log         *log.Logger
 	// umasks carries the umask of create requests past go-fuse's
 	// node API (umask_linux.go).
 	umasks umaskTable
+	// kills carries WRITE_KILL_SUIDGID past go-fuse's file API
+	// (killpriv_linux.go).
+	kills killTable
 }
 
 func newMount(fsys *btrfs.FS, opts *Options) (*mount, error) {

@@ -115,8 +115,8 @@ func TestSysbench(t *testing.T) {
 	args := []string{"fileio", "--file-num=8", "--file-total-size=" + size, "--file-block-size=8192"}
 	sysbench := func(more ...string) string {
 		t.Helper()
-		cmd := exec.Command("sysbench", append(append([]string{}, args...), more...)...)
-		cmd.Dir = m.dir
+		// Not cmd.Dir: see runACLScripts.
+		cmd := exec.Command("sh", append([]string{"-c", `cd "$0" && exec sysbench "$@"`, m.dir}, append(append([]string{}, args...), more...)...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil || strings.Contains(string(out), "FATAL") {
 			t.Fatalf("sysbench %s: %v\n%s", strings.Join(more, " "), err, out)

@@ -63,6 +63,7 @@ func (t *umaskTable) get(pid uint32, name string) uint32 {
 type umaskFS struct {
 	gofuse.RawFileSystem
 	t *umaskTable
+	k *killTable // the writes that clear set-id bits (killpriv_linux.go)
 }
 
 func (u *umaskFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {

@@ -46,6 +46,12 @@ func (n *node) made(ctx context.Context, name, base string, mode uint32, out *go
 	if errno != 0 {
 		return nil, errno
 	}
+	return n.madeStat(ctx, st, out), 0
+}
+
+// madeStat is made with the new inode's Stat as the change that made it
+// returned it (CreateEmptyStat, MkdirStat).
+func (n *node) madeStat(ctx context.Context, st *btrfs.Stat, out *gofuse.EntryOut) *fs.Inode {
 	n.m.fillAttr(st, &out.Attr)
 	ch := n.newChild(ctx, st)
 	if cn, ok := ch.Operations().(*node); ok {
@@ -54,7 +60,7 @@ func (n *node) made(ctx context.Context, name, base string, mode uint32, out *go
 		cn.noCaps = true
 		cn.mu.Unlock()
 	}
-	return ch, 0
+	return ch
 }
 
 // Create is open(2) with O_CREAT of a new file.
@@ -63,13 +69,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, syscall.EROFS
 	}
 	p := n.child(name)
-	if err := n.m.fsys.CreateEmptyWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name)); err != nil {
+	st, err := n.m.fsys.CreateEmptyStat(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name))
+	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	ch, errno := n.made(ctx, p, name, syscall.S_IFREG|mode&0o7777, out)
-	if errno != 0 {
-		return nil, nil, 0, errno
-	}
+	ch := n.madeStat(ctx, st, out)
 	cn := ch.Operations().(*node)
 	f, err := cn.openFile()
 	if err != nil {
@@ -83,11 +87,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if n.m.ro {
 		return nil, syscall.EROFS
 	}
-	p := n.child(name)
-	if err := n.m.fsys.MkdirWith(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name)); err != nil {
+	st, err := n.m.fsys.MkdirStat(n.child(name), btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name))
+	if err != nil {
 		return nil, toErrno(err)
 	}
-	return n.made(ctx, p, name, syscall.S_IFDIR|mode&0o7777, out)
+	return n.madeStat(ctx, st, out), 0
 }
 
 // Mknod is mknod(2): a regular file, a FIFO, a socket or a device.
@@ -231,14 +235,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if n.m.ro {
 		return syscall.EROFS
 	}
-	p := n.path()
 	h, _ := f.(*handle)
 	if sz, ok := in.GetSize(); ok {
 		var err error
 		if h != nil {
 			err = h.f.Truncate(int64(sz))
 		} else {
-			err = n.m.fsys.Truncate(p, int64(sz))
+			err = n.m.fsys.Truncate(n.path(), int64(sz))
 		}
 		if err != nil {
 			return toErrno(err)
@@ -246,6 +249,44 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
+	mode, mok := in.GetMode()
+	atime, aok := in.GetATime()
+	mtime, tok := in.GetMTime()
+	kill := n.killSUIDGID(ctx, in)
+	if (uok || gok || mok || aok || tok || kill) && n.byNumber() {
+		// One change by inode number that returns the attributes it
+		// leaves: no path to resolve, and no search afterwards of
+		// the blocks the change has just copied (tar sets owner, mode
+		// and times of every file, each its own setattr).
+		a := btrfs.AttrChange{UID: -1, GID: -1, KillSUIDGID: kill}
+		if uok {
+			a.UID = int(uid)
+		}
+		if gok {
+			a.GID = int(gid)
+		}
+		if mok {
+			a.SetMode, a.Mode = true, btrfs.FileModeOf(mode&0o7777)
+		}
+		if aok {
+			a.Atime = &atime
+		}
+		if tok {
+			a.Mtime = &mtime
+		}
+		st, err := n.m.fsys.SetattrInode(n.sv, n.ino, a)
+		if err != nil {
+			return toErrno(err)
+		}
+		n.mu.Lock()
+		n.last = st
+		st = n.unorphaned(st)
+		n.mu.Unlock()
+		n.m.fillAttr(st, &out.Attr)
+		out.SetTimeout(n.m.attrTimeout)
+		return 0
+	}
+	p := n.path()
 	if uok || gok {
 		u, g := -1, -1
 		if uok {
@@ -258,15 +299,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 			return toErrno(err)
 		}
 	}
-	if mode, ok := in.GetMode(); ok {
+	if mok {
 		if err := n.m.fsys.Chmod(p, btrfs.FileModeOf(mode&0o7777)); err != nil {
 			return toErrno(err)
 		}
 	}
-	atime, aok := in.GetATime()
-	mtime, mok := in.GetMTime()
-	if aok || mok {
-		if !aok || !mok {
+	if aok || tok {
+		if !aok || !tok {
 			st, errno := n.stat()
 			if errno != 0 {
 				return errno
@@ -274,7 +313,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 			if !aok {
 				atime = st.Atime
 			}
-			if !mok {
+			if !tok {
 				mtime = st.Mtime
 			}
 		}
@@ -293,6 +332,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		return errno
 	}
 	n.m.fillAttr(st, &out.Attr)
+	out.SetTimeout(n.m.attrTimeout)
 	return 0
 }
 
