@@ -191,6 +191,15 @@ func (w *writer) drainViews() {
 	}
 }
 
+// drainReads is drainViews, then forgets the decoded compressed extents:
+// a read of an older view may have cached one after the commit that
+// freed it (followCommit clears them at the commit), and its address
+// may now be handed out again.
+func (fsys *FS) drainReads() {
+	fsys.w.drainViews()
+	fsys.ext.clear()
+}
+
 // acquire takes a reference on the current view.
 func (w *writer) acquire() *readView {
 	for {

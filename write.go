@@ -815,7 +815,7 @@ func (fsys *FS) beginChange(w *writer) (*wctx, error) {
 	if w.t == nil {
 		// Views older than the current one may read bytes the commits
 		// before freed, which the new transaction may hand out.
-		w.drainViews()
+		fsys.drainReads()
 		if w.t, err = w.tfs.Begin(); err != nil {
 			return nil, err
 		}
