@@ -25,7 +25,7 @@ func (fsys *FS) SetLabel(label string) error {
 
 // Label returns the label of the last commit.
 func (fsys *FS) Label() string {
-	fsys, done := fsys.reader()
-	defer done()
+	fsys.rlock()
+	defer fsys.runlock()
 	return fsys.sb.LabelString()
 }
