@@ -108,14 +108,7 @@ func (c *checker) checkFreeSpace() error {
 			return err
 		}
 		end := bg.start + disk.LogicalAddr(bg.length)
-		var used []span
-		for ei < len(c.extents) && c.extents[ei].end() <= bg.start {
-			ei++
-		}
-		for j := ei; j < len(c.extents) && c.extents[j].start < end; j++ {
-			used = append(used, span{c.extents[j].start, c.extents[j].length})
-		}
-		want := freeRuns(bg.start, end, used)
+		want := freeRuns(bg.start, end, c.usedIn(&ei, bg.start, end))
 		g := groups[bg.start]
 		if g == nil {
 			c.problemf(KindFreeSpace, disk.FreeSpaceTreeObjectID, bg.start, nil, "block group %d has no free space info", bg.start)
@@ -139,6 +132,20 @@ func (c *checker) checkFreeSpace() error {
 		c.problemf(KindFreeSpace, disk.FreeSpaceTreeObjectID, s, nil, "Space key logical %d length %d has no corresponding block group", s, groups[s].length)
 	}
 	return nil
+}
+
+// usedIn returns the extents (c.extents, sorted) that reach into
+// [start, end). *ei is the first extent not wholly below start, kept
+// between calls on block groups in address order.
+func (c *checker) usedIn(ei *int, start, end disk.LogicalAddr) []span {
+	for *ei < len(c.extents) && c.extents[*ei].end() <= start {
+		*ei++
+	}
+	var used []span
+	for j := *ei; j < len(c.extents) && c.extents[j].start < end; j++ {
+		used = append(used, span{c.extents[j].start, c.extents[j].length})
+	}
+	return used
 }
 
 // freeRuns returns [start, end) minus used, as merged runs.

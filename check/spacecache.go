@@ -110,9 +110,7 @@ func (c *checker) checkSpaceCacheV1() error {
 			return err
 		}
 		end := bg.start + disk.LogicalAddr(bg.length)
-		for ei < len(c.extents) && c.extents[ei].end() <= bg.start {
-			ei++
-		}
+		used := c.usedIn(&ei, bg.start, end)
 		h, ok := headers[bg.start]
 		if !ok {
 			continue
@@ -139,10 +137,6 @@ func (c *checker) checkSpaceCacheV1() error {
 			}
 			c.log("failed to load free space cache for block group %d", bg.start)
 			continue
-		}
-		var used []span
-		for j := ei; j < len(c.extents) && c.extents[j].start < end; j++ {
-			used = append(used, span{c.extents[j].start, c.extents[j].length})
 		}
 		used = append(used, supers...)
 		want := freeRuns(bg.start, end, used)
