@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -88,16 +89,7 @@ func applyTreeRefDelta(a disk.LogicalAddr, it *disk.ExtentItem, d *treeRefDelta)
 		rs = append(rs, r)
 	}
 	slices.SortFunc(rs, func(x, y treeRef) int {
-		if x.typ != y.typ {
-			return int(x.typ) - int(y.typ)
-		}
-		switch {
-		case x.off < y.off:
-			return -1
-		case x.off > y.off:
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.off, y.off))
 	})
 	for _, r := range rs {
 		for n := d.refs[r]; n < 0; n++ {
