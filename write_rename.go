@@ -60,6 +60,9 @@ type renameOp struct {
 	dstRef               backref
 	newRef               disk.Key // the back-reference item for the new name
 	index                uint64   // DIR_INDEX of the new name
+	// link is set when the source is a subvolume (src is then nil):
+	// write_subvol_move.go.
+	link *subvolLink
 }
 
 // planRename does every check of a rename in the kernel's order and
@@ -74,11 +77,20 @@ func (c *wctx) planRename(oldname, newname string, extref bool) (*renameOp, erro
 	if r.newParent, r.newBase, err = c.splitParentAnyLen(newname); err != nil {
 		return nil, err
 	}
-	if r.newParent.tr != r.oldParent.tr {
-		return nil, syscall.EXDEV
-	}
 	if strings.IndexByte(r.newBase, 0) >= 0 {
 		return nil, syscall.EINVAL
+	}
+	if r.newParent.tr != r.oldParent.tr {
+		// Only a subvolume moves to another subvolume.
+		c.tr = r.oldParent.tr
+		de, err := c.dirEntry(r.oldParent.ino, r.oldBase)
+		if err != nil {
+			return nil, err
+		}
+		if de == nil || de.Location.Type != disk.RootItemKey {
+			return nil, syscall.EXDEV
+		}
+		return c.planSubvolRename(r, de)
 	}
 	if r.newParent.ino == r.oldParent.ino {
 		r.newParent = r.oldParent
@@ -92,6 +104,9 @@ func (c *wctx) planRename(oldname, newname string, extref bool) (*renameOp, erro
 	}
 	if len(r.newBase) > disk.NameMax {
 		return nil, syscall.ENAMETOOLONG
+	}
+	if de.Location.Type == disk.RootItemKey {
+		return c.planSubvolRename(r, de)
 	}
 	if de.Location.Type != disk.InodeItemKey {
 		return nil, syscall.EXDEV
@@ -137,6 +152,14 @@ func (c *wctx) planTarget(r *renameOp) (same bool, err error) {
 	de, err := c.dirEntry(r.newParent.ino, r.newBase)
 	if err != nil || de == nil {
 		return false, err
+	}
+	if de.Location.Type == disk.RootItemKey {
+		// The kernel never replaces a subvolume (nor the placeholder
+		// of one) by rename.
+		if r.src.item.IsDir() {
+			return false, syscall.ENOTEMPTY
+		}
+		return false, syscall.EISDIR
 	}
 	if de.Location.Type != disk.InodeItemKey {
 		return false, syscall.EXDEV
@@ -191,6 +214,9 @@ func (c *wctx) planMove(r *renameOp, extref bool) error {
 // rename runs a planned rename: the target's name goes (and the target
 // with it at its last link), the old name goes, the new name comes.
 func (c *wctx) rename(r *renameOp) error {
+	if r.link != nil {
+		return c.renameSubvol(r)
+	}
 	now := c.now()
 	if r.dst != nil {
 		if err := c.unlink(r.newParent, r.dst, r.newBase, r.dstRef, now); err != nil {
