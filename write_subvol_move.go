@@ -294,6 +294,14 @@ func (c *wctx) removeSubvolEntry(parent *winode, base string, de *disk.DirItem) 
 		if root.item.Size != 0 {
 			return false, syscall.ENOTEMPTY
 		}
+		if err := c.checkDeletable(l.id); err != nil {
+			// The kernel's rmdir says only EPERM (the default one).
+			var en syscall.Errno
+			if errors.As(err, &en) {
+				return false, en
+			}
+			return false, err
+		}
 		return false, errDeleteSubvol
 	}
 	// A placeholder: its DIR_INDEX is the one naming it.
