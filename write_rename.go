@@ -63,6 +63,10 @@ type renameOp struct {
 	// link is set when the source is a subvolume (src is then nil):
 	// write_subvol_move.go.
 	link *subvolLink
+	// holder is set when the target is a snapshot's placeholder of a
+	// nested subvolume (dst is then nil), at DIR_INDEX holderIndex.
+	holder      bool
+	holderIndex uint64
 }
 
 // planRename does every check of a rename in the kernel's order and
@@ -154,12 +158,13 @@ func (c *wctx) planTarget(r *renameOp) (same bool, err error) {
 		return false, err
 	}
 	if de.Location.Type == disk.RootItemKey {
-		// The kernel never replaces a subvolume (nor the placeholder
-		// of one) by rename.
-		if r.src.item.IsDir() {
-			return false, syscall.ENOTEMPTY
+		// The kernel never replaces a subvolume by rename; a
+		// placeholder it replaces with a directory.
+		if r.holderIndex, err = c.planReplaceEntry(r.newParent, r.newBase, de, r.src.item.IsDir()); err != nil {
+			return false, err
 		}
-		return false, syscall.EISDIR
+		r.holder = true
+		return false, nil
 	}
 	if de.Location.Type != disk.InodeItemKey {
 		return false, syscall.EXDEV
@@ -218,10 +223,8 @@ func (c *wctx) rename(r *renameOp) error {
 		return c.renameSubvol(r)
 	}
 	now := c.now()
-	if r.dst != nil {
-		if err := c.unlink(r.newParent, r.dst, r.newBase, r.dstRef, now); err != nil {
-			return err
-		}
+	if err := c.dropTarget(r, now); err != nil {
+		return err
 	}
 	if err := c.dropName(r.oldParent, r.oldBase, r.srcRef); err != nil {
 		return err

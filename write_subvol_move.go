@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -197,9 +198,16 @@ func (c *wctx) planSubvolRename(r *renameOp, de *disk.DirItem) (*renameOp, error
 			return nil, nil // the same link
 		case te.Type != disk.FtDir:
 			return nil, syscall.ENOTDIR
+		case te.Location.Type == disk.RootItemKey:
+			if r.holderIndex, err = c.planReplaceEntry(r.newParent, r.newBase, te, true); err != nil {
+				return nil, err
+			}
+			r.holder = true
 		case te.Location.Type != disk.InodeItemKey:
-			return nil, syscall.ENOTEMPTY
+			return nil, syscall.EXDEV
 		}
+	}
+	if te != nil && !r.holder {
 		if r.dst, err = c.inode(te.Location.ObjectID); err != nil {
 			return nil, err
 		}
@@ -245,11 +253,9 @@ func (c *wctx) planSubvolRename(r *renameOp, de *disk.DirItem) (*renameOp, error
 // subvolume's root directory is not written, as the kernel leaves it.
 func (c *wctx) renameSubvol(r *renameOp) error {
 	now := c.now()
-	if r.dst != nil {
-		c.tr = r.newParent.tr
-		if err := c.unlink(r.newParent, r.dst, r.newBase, r.dstRef, now); err != nil {
-			return err
-		}
+	c.tr = r.newParent.tr
+	if err := c.dropTarget(r, now); err != nil {
+		return err
 	}
 	c.tr = r.oldParent.tr
 	if err := c.dropSubvolName(r.oldParent, r.oldBase, r.link); err != nil {
@@ -304,9 +310,22 @@ func (c *wctx) removeSubvolEntry(parent *winode, base string, de *disk.DirItem) 
 		}
 		return false, errDeleteSubvol
 	}
-	// A placeholder: its DIR_INDEX is the one naming it.
+	index, err := c.placeholderIndex(parent, base, de)
+	if err != nil {
+		return false, err
+	}
+	if err := c.dropPlaceholder(parent, base, index); err != nil {
+		return true, err
+	}
+	c.touch(parent, c.now(), true)
+	return true, c.putInode(parent)
+}
+
+// placeholderIndex finds the DIR_INDEX of the placeholder entry de, base
+// in parent (c.tr is parent's tree), and checks that it can go.
+func (c *wctx) placeholderIndex(parent *winode, base string, de *disk.DirItem) (uint64, error) {
 	index, found := uint64(0), false
-	err = c.tr.Range(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey},
+	err := c.tr.Range(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey},
 		disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: ^uint64(0)},
 		func(k disk.Key, data []byte) (bool, error) {
 			items, err := disk.ParseDirItems(data)
@@ -320,28 +339,49 @@ func (c *wctx) removeSubvolEntry(parent *winode, base string, de *disk.DirItem) 
 			return true, nil
 		})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if !found {
 		k := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(base))}
-		return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory entry without its index"}
+		return 0, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory entry without its index"}
 	}
-	if err := c.checkDirSize(parent, base); err != nil {
-		return false, err
-	}
+	return index, c.checkDirSize(parent, base)
+}
+
+// dropPlaceholder removes the placeholder entry base (DIR_INDEX index)
+// from parent: its DIR_ITEM, DIR_INDEX and the name from the parent's
+// size. c.tr must be parent's tree.
+func (c *wctx) dropPlaceholder(parent *winode, base string, index uint64) error {
 	c.cache.mu.Lock()
 	clear(c.cache.dirs)
 	c.cache.mu.Unlock()
 	name := []byte(base)
 	if err := c.removeHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(name)}, name); err != nil {
-		return true, err
+		return err
 	}
 	if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: index}); err != nil {
-		return true, err
+		return err
 	}
 	parent.item.Size -= 2 * uint64(len(base))
-	c.touch(parent, c.now(), true)
-	return true, c.putInode(parent)
+	return nil
+}
+
+// planReplaceEntry checks a rename target te, base in parent (c.tr is
+// parent's tree), that names a subvolume or a placeholder, for a source
+// that is a directory (srcDir) or not: a subvolume is never replaced
+// (ENOTEMPTY; EISDIR for a file), a placeholder is, by a directory, as
+// the kernel does. It returns the placeholder's DIR_INDEX.
+func (c *wctx) planReplaceEntry(parent *winode, base string, te *disk.DirItem, srcDir bool) (uint64, error) {
+	l, err := c.linkOf(parent, base, te)
+	switch {
+	case err != nil:
+		return 0, err
+	case !srcDir:
+		return 0, syscall.EISDIR
+	case l != nil:
+		return 0, syscall.ENOTEMPTY
+	}
+	return c.placeholderIndex(parent, base, te)
 }
 
 // planExchangeLinks finishes planExchange when a side is a subvolume
@@ -457,6 +497,19 @@ func (c *wctx) exchangeLinks(x *exchangeOp) error {
 		if err := c.putInode(x.parent[i]); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// dropTarget takes away what a rename replaces: an inode's name (the
+// inode with it at its last link) or a placeholder. c.tr must be the new
+// parent's tree.
+func (c *wctx) dropTarget(r *renameOp, now time.Time) error {
+	switch {
+	case r.holder:
+		return c.dropPlaceholder(r.newParent, r.newBase, r.holderIndex)
+	case r.dst != nil:
+		return c.unlink(r.newParent, r.dst, r.newBase, r.dstRef, now)
 	}
 	return nil
 }

@@ -81,6 +81,11 @@ func TestSubvolumeRenameInterop(t *testing.T) {
 	must(err)
 	_, err = w.Snapshot("emptysrc", "emptyro", &btrfs.SnapshotOptions{ReadOnly: true})
 	must(err)
+	for _, name := range []string{"snap2", "snap3"} {
+		_, err = w.Snapshot("a/sv", name, nil)
+		must(err)
+	}
+	mkSub("empty2")
 	must(w.Commit())
 	btrfstest.Check(t, []string{img}, true)
 
@@ -149,15 +154,26 @@ func TestSubvolumeRenameInterop(t *testing.T) {
 	must(w.RenameExchange("o/os", "b/sv3"))   // and back
 	must(w.Rename("o/os", "b/os"))            // out of its parent subvolume
 	must(w.Remove("a/snap/inner"))            // a placeholder goes, as the kernel's rmdir
-	must(w.Remove("empty"))                   // an empty subvolume is deleted
-	must(w.Remove("emptyro"))                 // a read-only one too
+	// A placeholder is replaced by a directory or a subvolume, not by a
+	// file.
+	must(w.WriteFile("snap2/ff", []byte("ff"), 0o644))
+	if err := w.Rename("snap2/ff", "snap2/inner"); !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("a file over a placeholder: %v, want EISDIR", err)
+	}
+	must(w.Mkdir("snap2/dd", 0o700))
+	must(w.WriteFile("snap2/dd/x", []byte("x"), 0o644))
+	must(w.Remove("snap2/dd/x"))
+	must(w.Rename("snap2/dd", "snap2/inner"))
+	must(w.Rename("empty2", "snap3/inner"))
+	must(w.Remove("empty"))   // an empty subvolume is deleted
+	must(w.Remove("emptyro")) // a read-only one too
 	if b, err := w.ReadFile("e2"); err != nil || string(b) != "plain file" {
 		t.Errorf("e2 (the file exchanged): %q, %v", b, err)
 	}
 	if b, err := w.ReadFile("f/k"); err != nil || string(b) != "e2" {
 		t.Errorf("f/k (the subvolume e2 moved): %q, %v", b, err)
 	}
-	want := []string{"a/rosnap", "a/snap", "b/os", "b/sv3", "b/sv3/inner", "def", "ed", "emptysrc", "f", "o"}
+	want := []string{"a/rosnap", "a/snap", "b/os", "b/sv3", "b/sv3/inner", "def", "ed", "emptysrc", "f", "o", "snap2", "snap3", "snap3/inner"}
 	if got := subvolPaths(t, w); !slices.Equal(got, want) {
 		t.Errorf("our subvolume paths before the commit: %q, want %q", got, want)
 	}
@@ -183,6 +199,9 @@ func TestSubvolumeRenameInterop(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "a/snap/inner")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the kernel still shows the placeholder: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "snap2/inner")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the kernel's snap2/inner (the directory moved over the placeholder): %v, %v", fi, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "e2")); err != nil || string(b) != "plain file" {
 		t.Errorf("the kernel's e2 (the file exchanged): %q, %v", b, err)
@@ -216,7 +235,7 @@ func TestSubvolumeRenameInterop(t *testing.T) {
 	if b, err := r.ReadFile("o/d/os/more"); err != nil || string(b) != "more" {
 		t.Errorf("o/d/os/more: %q, %v", b, err)
 	}
-	want = []string{"a/rosnap", "a/snap", "b/sv3", "b/sv3/inner", "def", "ed", "emptysrc", "f", "o", "o/d/os"}
+	want = []string{"a/rosnap", "a/snap", "b/sv3", "b/sv3/inner", "def", "ed", "emptysrc", "f", "o", "o/d/os", "snap2", "snap3", "snap3/inner"}
 	if got := subvolPaths(t, r); !slices.Equal(got, want) {
 		t.Errorf("subvolume paths after the kernel's move: %q, want %q", got, want)
 	}
