@@ -26,7 +26,10 @@ func (fsys *FS) Remove(name string) error {
 	err := fsys.remove(name)
 	var pe *fs.PathError
 	if errors.As(err, &pe) && pe.Err == errDeleteSubvol {
-		return fsys.DeleteSubvolume(name)
+		err = fsys.DeleteSubvolume(name)
+		if errors.As(err, &pe) {
+			return &fs.PathError{Op: "remove", Path: name, Err: pe.Err}
+		}
 	}
 	return err
 }
