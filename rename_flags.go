@@ -19,8 +19,12 @@ func (fsys *FS) RenameNoReplace(oldname, newname string) error {
 		}
 		// Linux looks the source up first, then refuses an existing
 		// target before any check of kinds.
-		if _, err := c.resolve(oldname); err != nil {
+		// The source's entry, not entered: a subvolume moves even
+		// when it cannot be written.
+		if parent, base, err := c.splitParentAnyLen(oldname); err != nil {
 			return false, err
+		} else if de, err := c.dirEntry(parent.ino, base); err != nil || de == nil {
+			return false, cmp.Or(err, error(syscall.ENOENT))
 		}
 		if parent, base, err := c.splitParentAnyLen(newname); err == nil {
 			de, err := c.dirEntry(parent.ino, base)
@@ -71,6 +75,9 @@ type exchangeOp struct {
 	ref    [2]backref // each inode's back-reference of its current name
 	newRef [2]disk.Key
 	index  [2]uint64 // the DIR_INDEX each inode gets under its new name
+	// link[i] is set when side i is a subvolume (in[i] is then nil):
+	// write_subvol_move.go.
+	link [2]*subvolLink
 }
 
 // planExchange does every check of an exchange and returns the plan, or
@@ -83,9 +90,6 @@ func (c *wctx) planExchange(oldname, newname string, extref bool) (*exchangeOp, 
 		if err != nil {
 			return nil, err
 		}
-		if i == 1 && p.tr != x.parent[0].tr {
-			return nil, syscall.EXDEV
-		}
 		de, err := c.dirEntry(p.ino, base)
 		if err != nil {
 			return nil, err
@@ -93,19 +97,40 @@ func (c *wctx) planExchange(oldname, newname string, extref bool) (*exchangeOp, 
 		if de == nil {
 			return nil, syscall.ENOENT
 		}
-		if de.Location.Type != disk.InodeItemKey {
+		x.parent[i], x.base[i] = p, base
+		switch de.Location.Type {
+		case disk.InodeItemKey:
+			if x.in[i], err = c.inode(de.Location.ObjectID); err != nil {
+				return nil, err
+			}
+		case disk.RootItemKey:
+			// A subvolume's link; a placeholder is EXDEV.
+			if x.link[i], err = c.linkOf(p, base, de); err != nil {
+				return nil, err
+			}
+			if x.link[i] == nil {
+				return nil, syscall.EXDEV
+			}
+		default:
 			return nil, syscall.EXDEV
 		}
-		if x.in[i], err = c.inode(de.Location.ObjectID); err != nil {
-			return nil, err
-		}
-		x.parent[i], x.base[i] = p, base
 	}
-	if x.parent[1].ino == x.parent[0].ino {
+	// Linux exchanges within one subvolume, and two subvolume links
+	// between subvolumes.
+	if x.parent[1].tr != x.parent[0].tr && (x.link[0] == nil || x.link[1] == nil) {
+		return nil, syscall.EXDEV
+	}
+	if x.parent[1].tr == x.parent[0].tr && x.parent[1].ino == x.parent[0].ino {
 		x.parent[1] = x.parent[0]
 	}
-	if x.in[0].ino == x.in[1].ino {
+	if x.in[0] != nil && x.in[1] != nil && x.in[0].ino == x.in[1].ino {
 		return nil, nil
+	}
+	if x.link[0] != nil && x.link[1] != nil && x.link[0].id == x.link[1].id {
+		return nil, nil
+	}
+	if x.link[0] != nil || x.link[1] != nil {
+		return x, c.planExchangeLinks(x, extref)
 	}
 	// Neither may hold the other (checked on the directories: the paths
 	// may pass through symlinks).
@@ -154,6 +179,9 @@ func (c *wctx) planExchange(oldname, newname string, extref bool) (*exchangeOp, 
 // exchange runs a planned exchange: both names go, then each comes back
 // naming the other inode.
 func (c *wctx) exchange(x *exchangeOp) error {
+	if x.link[0] != nil || x.link[1] != nil {
+		return c.exchangeLinks(x)
+	}
 	now := c.now()
 	for i := range 2 {
 		if err := c.dropName(x.parent[i], x.base[i], x.ref[i]); err != nil {

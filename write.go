@@ -838,6 +838,9 @@ type wctx struct {
 	// space it checked (checkDataSpace); reserved is what it holds.
 	gate     *spaceGate
 	reserved uint64
+	// readOnly is set while the change resolves a path it only reads
+	// (lookupReadOnly): read-only subvolumes may be entered then.
+	readOnly bool
 }
 
 // now is the time changes are stamped with: Options.Now, or the real clock.

@@ -17,7 +17,9 @@ import (
 // ranges do not overlap. Files whose NODATASUM flags differ cannot share
 // (EINVAL), as in the kernel. dst grows when the range ends past its
 // size. Data held inline in src is copied instead (it has no extent to
-// share).
+// share). src and dst may be in different subvolumes, as the kernel
+// clones within one filesystem: src may be in a read-only snapshot, and
+// each extent gains a reference of dst's subvolume, inode and offset.
 func (fsys *FS) Clone(src string, srcOff int64, dst string, dstOff, length int64) error {
 	if srcOff < 0 || dstOff < 0 || length < 0 {
 		return &fs.PathError{Op: "clone", Path: dst, Err: syscall.EINVAL}
@@ -26,7 +28,13 @@ func (fsys *FS) Clone(src string, srcOff int64, dst string, dstOff, length int64
 		return &fs.PathError{Op: "clone", Path: src, Err: fs.ErrInvalid}
 	}
 	return fsys.dataChange("clone", dst, func(c *wctx, t *txn.Txn) (bool, error) {
-		sin, err := c.resolveRegular(src)
+		// The source is only read: it may be in a read-only snapshot, or
+		// in any other subvolume (the kernel clones across subvolumes of
+		// one filesystem; each extent gains a reference of dst's tree).
+		sin, err := c.lookupReadOnly(src)
+		if err == nil {
+			err = checkRegular(sin)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -37,10 +45,7 @@ func (fsys *FS) Clone(src string, srcOff int64, dst string, dstOff, length int64
 		if err != nil {
 			return false, err
 		}
-		if din.tr != sin.tr {
-			return false, syscall.EXDEV
-		}
-		if din.ino == sin.ino {
+		if din.tr == sin.tr && din.ino == sin.ino {
 			din = sin
 		}
 		n, err := cloneRange(sin, din, uint64(srcOff), uint64(dstOff), uint64(length), uint64(fsys.sb.SectorSize))
@@ -50,6 +55,7 @@ func (fsys *FS) Clone(src string, srcOff int64, dst string, dstOff, length int64
 		if err := c.clone(sin, din, uint64(srcOff), uint64(dstOff), n); err != nil {
 			return true, err
 		}
+		c.tr = din.tr
 		c.touch(din, c.now(), true)
 		return true, c.putInode(din)
 	})
@@ -86,11 +92,23 @@ func cloneRange(sin, din *winode, srcOff, dstOff, length, ss uint64) (uint64, er
 // sizes are signed 64-bit in the VFS.
 const maxFileSize = 1<<63 - 1
 
-// clone shares [srcOff, srcOff+n) of sin at dstOff of din.
+// lookupReadOnly is lookupPath for a file the change only reads (a
+// clone's source): read-only subvolumes may be entered on the way, and a
+// subvolume the writer could not change is no obstacle either.
+func (c *wctx) lookupReadOnly(name string) (*winode, error) {
+	c.readOnly = true
+	defer func() { c.readOnly = false }()
+	return c.lookupPath(name)
+}
+
+// clone shares [srcOff, srcOff+n) of sin at dstOff of din, which may be
+// in another subvolume: the source's extents are read from its tree, the
+// items and references go to dst's.
 func (c *wctx) clone(sin, din *winode, srcOff, dstOff, n uint64) error {
 	fsys := c.fsys
 	ss := uint64(fsys.sb.SectorSize)
 	l := roundUpTo(n, ss)
+	c.tr = sin.tr
 	sexts, err := c.fileExtents(sin.ino, srcOff, srcOff+l)
 	if err != nil {
 		return err
@@ -100,8 +118,10 @@ func (c *wctx) clone(sin, din *winode, srcOff, dstOff, n uint64) error {
 		if err := c.readExtents(sin, sexts, srcOff, buf); err != nil {
 			return err
 		}
+		c.tr = din.tr
 		return c.write(din, buf, dstOff, nil)
 	}
+	c.tr = din.tr
 	pol, err := fsys.policy(din)
 	if err != nil {
 		return err

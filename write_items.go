@@ -212,7 +212,7 @@ func (c *wctx) enterTree(id disk.ObjectID) error {
 	if err != nil {
 		return err
 	}
-	if ri.Flags&disk.RootSubvolReadonly != 0 {
+	if ri.Flags&disk.RootSubvolReadonly != 0 && !c.readOnly {
 		return syscall.EROFS
 	}
 	tr, err := c.t.Tree(id)

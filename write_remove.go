@@ -1,6 +1,8 @@
 package btrfs
 
 import (
+	"errors"
+	"io/fs"
 	"syscall"
 	"time"
 
@@ -12,7 +14,27 @@ import (
 // references of its data extents (freed at Commit when no other file
 // shares them). A directory with entries is ENOTEMPTY; the root is
 // EBUSY.
+//
+// As the kernel's rmdir, a subvolume (or snapshot) whose root directory
+// is empty is deleted (DeleteSubvolume, read-only ones too; the default
+// subvolume is EPERM), one with entries is ENOTEMPTY, and the
+// placeholder a snapshot shows for a subvolume nested in its source is
+// removed. The check that the subvolume is empty and its deletion are
+// two changes: a change that fills it in between is not seen (through
+// FUSE the kernel's locks keep them apart).
 func (fsys *FS) Remove(name string) error {
+	err := fsys.remove(name)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Err == errDeleteSubvol {
+		err = fsys.DeleteSubvolume(name)
+		if errors.As(err, &pe) {
+			return &fs.PathError{Op: "remove", Path: name, Err: pe.Err}
+		}
+	}
+	return err
+}
+
+func (fsys *FS) remove(name string) error {
 	return fsys.changeUnlink("remove", name, func(c *wctx) (bool, error) {
 		if name == "." {
 			return false, syscall.EBUSY
@@ -20,6 +42,11 @@ func (fsys *FS) Remove(name string) error {
 		parent, base, err := c.splitParent(name)
 		if err != nil {
 			return false, err
+		}
+		if de, err := c.dirEntry(parent.ino, base); err != nil {
+			return false, err
+		} else if de != nil && de.Location.Type == disk.RootItemKey {
+			return c.removeSubvolEntry(parent, base, de)
 		}
 		in, ref, err := c.victim(parent, base)
 		if err != nil {

@@ -60,6 +60,13 @@ type renameOp struct {
 	dstRef               backref
 	newRef               disk.Key // the back-reference item for the new name
 	index                uint64   // DIR_INDEX of the new name
+	// link is set when the source is a subvolume (src is then nil):
+	// write_subvol_move.go.
+	link *subvolLink
+	// holder is set when the target is a snapshot's placeholder of a
+	// nested subvolume (dst is then nil), at DIR_INDEX holderIndex.
+	holder      bool
+	holderIndex uint64
 }
 
 // planRename does every check of a rename in the kernel's order and
@@ -74,11 +81,20 @@ func (c *wctx) planRename(oldname, newname string, extref bool) (*renameOp, erro
 	if r.newParent, r.newBase, err = c.splitParentAnyLen(newname); err != nil {
 		return nil, err
 	}
-	if r.newParent.tr != r.oldParent.tr {
-		return nil, syscall.EXDEV
-	}
 	if strings.IndexByte(r.newBase, 0) >= 0 {
 		return nil, syscall.EINVAL
+	}
+	if r.newParent.tr != r.oldParent.tr {
+		// Only a subvolume moves to another subvolume.
+		c.tr = r.oldParent.tr
+		de, err := c.dirEntry(r.oldParent.ino, r.oldBase)
+		if err != nil {
+			return nil, err
+		}
+		if de == nil || de.Location.Type != disk.RootItemKey {
+			return nil, syscall.EXDEV
+		}
+		return c.planSubvolRename(r, de)
 	}
 	if r.newParent.ino == r.oldParent.ino {
 		r.newParent = r.oldParent
@@ -92,6 +108,9 @@ func (c *wctx) planRename(oldname, newname string, extref bool) (*renameOp, erro
 	}
 	if len(r.newBase) > disk.NameMax {
 		return nil, syscall.ENAMETOOLONG
+	}
+	if de.Location.Type == disk.RootItemKey {
+		return c.planSubvolRename(r, de)
 	}
 	if de.Location.Type != disk.InodeItemKey {
 		return nil, syscall.EXDEV
@@ -137,6 +156,15 @@ func (c *wctx) planTarget(r *renameOp) (same bool, err error) {
 	de, err := c.dirEntry(r.newParent.ino, r.newBase)
 	if err != nil || de == nil {
 		return false, err
+	}
+	if de.Location.Type == disk.RootItemKey {
+		// The kernel never replaces a subvolume by rename; a
+		// placeholder it replaces with a directory.
+		if r.holderIndex, err = c.planReplaceEntry(r.newParent, r.newBase, de, r.src.item.IsDir()); err != nil {
+			return false, err
+		}
+		r.holder = true
+		return false, nil
 	}
 	if de.Location.Type != disk.InodeItemKey {
 		return false, syscall.EXDEV
@@ -191,11 +219,12 @@ func (c *wctx) planMove(r *renameOp, extref bool) error {
 // rename runs a planned rename: the target's name goes (and the target
 // with it at its last link), the old name goes, the new name comes.
 func (c *wctx) rename(r *renameOp) error {
+	if r.link != nil {
+		return c.renameSubvol(r)
+	}
 	now := c.now()
-	if r.dst != nil {
-		if err := c.unlink(r.newParent, r.dst, r.newBase, r.dstRef, now); err != nil {
-			return err
-		}
+	if err := c.dropTarget(r, now); err != nil {
+		return err
 	}
 	if err := c.dropName(r.oldParent, r.oldBase, r.srcRef); err != nil {
 		return err

@@ -78,8 +78,9 @@ var rmdirWord = word{
 	name:     "rmdir",
 	synopsis: "PATH...",
 	short:    "Remove empty directories",
-	long:     `Remove each directory, which must be empty.`,
-	run:      runRmdir,
+	long: `Remove each directory, which must be empty. An empty subvolume or snapshot
+is deleted, as rmdir does on Linux (not the default subvolume).`,
+	run: runRmdir,
 }
 
 func runRmdir(s *session, a *wordArgs) error {
@@ -93,9 +94,8 @@ func runRmdir(s *session, a *wordArgs) error {
 	for _, p := range paths {
 		if fi, err := s.fsys.Lstat(p); err == nil && !fi.IsDir() {
 			return &fs.PathError{Op: "rmdir", Path: p, Err: syscall.ENOTDIR}
-		} else if err == nil && isSubvolume(fi) && p != "." {
-			return &fs.PathError{Op: "rmdir", Path: p, Err: errSubvolume}
 		}
+		// An empty subvolume is deleted, as by the kernel's rmdir.
 		if err := s.fsys.Remove(p); err != nil {
 			return err
 		}
@@ -109,7 +109,9 @@ var rmWord = word{
 	short:    "Remove files and directories",
 	long: `Remove each file. Directories need -r (which removes everything below them).
 With -f, paths that do not exist are no error. With -v, every removed file is
-named as rm -v names it. Subvolumes cannot be removed yet.`,
+named as rm -v names it. With -r, subvolumes and snapshots below PATH go too, as
+rm -r removes them on Linux (emptied, then deleted): not the default
+subvolume, nor a read-only one that is not empty.`,
 	flags: []flagDef{
 		{name: "r", short: 'r', long: "recursive", help: "remove directories and their contents"},
 		{name: "r", short: 'R', help: "same as -r"},
@@ -158,16 +160,21 @@ func runRm(s *session, a *wordArgs) error {
 	return nil
 }
 
-// removeTree removes the directory p and everything below it. A
-// subvolume in the tree is refused before anything is removed (removing
-// subvolumes is not supported yet). With verbose it names what went, in
-// the order rm -rv does: each directory after its entries.
+// removeTree removes the directory p and everything below it. With
+// verbose it names what went, in the order rm -rv does: each directory
+// after its entries. Subvolumes below p (and p itself) go as rm -r takes
+// them on Linux: their entries, then the empty subvolume, which the
+// kernel's rmdir deletes; here DeleteSubvolume does both, innermost
+// first. Like the kernel, it cannot empty a read-only subvolume (EROFS,
+// checked before anything goes).
 func removeTree(s *session, p string, verbose bool) error {
-	var gone []string
+	var gone, subs, holders []string
 	var dirs []bool
 	err := walkTree(s.fsys, p, true, func(q string, fi fs.FileInfo) error {
 		if isSubvolume(fi) {
-			return &fs.PathError{Op: "rm", Path: q, Err: errSubvolume}
+			subs = append(subs, q) // after the subvolumes inside it
+		} else if isPlaceholder(fi) {
+			holders = append(holders, q)
 		}
 		gone, dirs = append(gone, q), append(dirs, fi.IsDir())
 		return nil
@@ -175,8 +182,33 @@ func removeTree(s *session, p string, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	if err := s.fsys.RemoveAll(p); err != nil {
-		return err
+	for _, q := range subs {
+		if err := canEmptySubvolume(s.fsys, q); err != nil {
+			return err
+		}
+	}
+	for _, q := range subs {
+		if err := s.fsys.DeleteSubvolume(q); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = &fs.PathError{Op: "rm", Path: q, Err: pe.Err}
+			}
+			return err
+		}
+	}
+	// A snapshot's placeholders of subvolumes nested in its source go
+	// as rmdir takes them (those inside a deleted subvolume are gone).
+	for _, q := range holders {
+		if _, err := s.fsys.Lstat(q); err == nil {
+			if err := s.fsys.Remove(q); err != nil {
+				return err
+			}
+		}
+	}
+	if len(subs) == 0 || subs[len(subs)-1] != p {
+		if err := s.fsys.RemoveAll(p); err != nil {
+			return err
+		}
 	}
 	for i, q := range gone {
 		if !verbose {
@@ -191,6 +223,24 @@ func removeTree(s *session, p string, verbose bool) error {
 	return nil
 }
 
+// canEmptySubvolume refuses a read-only subvolume with entries, whose
+// first entry rm -r could not remove on Linux (EROFS).
+func canEmptySubvolume(fsys *btrfs.FS, q string) error {
+	id, err := fsys.SubvolumeAt(q)
+	if err != nil {
+		return err
+	}
+	info, err := fsys.SubvolumeInfoOf(id)
+	if err != nil || !info.ReadOnly {
+		return err
+	}
+	ents, err := fsys.ReadDir(q)
+	if err != nil || len(ents) == 0 {
+		return err
+	}
+	return &fs.PathError{Op: "rm", Path: pathpkg.Join(q, ents[0].Name()), Err: syscall.EROFS}
+}
+
 var mvWord = word{
 	name:     "mv",
 	synopsis: "[-f] [-n] [-v] SRC... DEST",
@@ -198,7 +248,9 @@ var mvWord = word{
 	long: `Rename SRC to DEST, replacing DEST as rename(2) would. When DEST is an existing
 directory or a symbolic link to one, every SRC moves into that directory under
 its own name. -f is accepted (mv never asks); -n leaves an existing
-destination alone and skips that SRC. Subvolumes cannot be moved yet.`,
+destination alone and skips that SRC. A subvolume or snapshot moves to any
+directory of the image, as on Linux (over an empty directory, never over
+another subvolume).`,
 	flags: []flagDef{
 		{name: "f", short: 'f', long: "force", help: "replace existing destinations (the default)"},
 		{name: "n", short: 'n', long: "no-clobber", help: "do not replace an existing destination"},
@@ -229,9 +281,6 @@ func runMv(s *session, a *wordArgs) error {
 		to := dest
 		if into {
 			to = pathpkg.Join(dir, pathpkg.Base(src))
-		}
-		if fi, err := s.fsys.Lstat(src); err == nil && isSubvolume(fi) {
-			return &fs.PathError{Op: "mv", Path: src, Err: errSubvolume}
 		}
 		if noClobber {
 			if _, err := s.fsys.Lstat(to); err == nil {

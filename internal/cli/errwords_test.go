@@ -191,19 +191,54 @@ func TestCpIntoMissingDirectory(t *testing.T) {
 	}
 }
 
-func TestSubvolumeRemoveAndMoveRefused(t *testing.T) {
+// TestSubvolumeRemoveAndMove: rm, rmdir and mv take subvolumes as
+// coreutils does on a kernel mount (checked on Linux 6.18): mv moves
+// one anywhere in the image, rmdir deletes an empty one and refuses one
+// with entries, rm needs -r, rm -r empties and deletes (nested ones
+// first), a read-only one with entries cannot be emptied, and the
+// default subvolume is not deleted.
+func TestSubvolumeRemoveAndMove(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "top", "home", "u"), 0o755)
+	os.WriteFile(filepath.Join(root, "top", "home", "u", "f"), []byte("data"), 0o644)
 	img := filepath.Join(t.TempDir(), "sv.img")
 	mustRun(t, ExitOK, "mkfs", "-q", "--rootdir", root, "--subvol", "top/home", img)
 	at := func(p string) string { return img + ":" + p }
-	for _, args := range [][]string{{"rm", "-r", at("top")}, {"rm", "-rf", at("top/home")}, {"mv", at("top/home"), at("h")}, {"rmdir", at("top/home")}} {
-		_, stderr, code := run(t, args...)
-		if code != ExitFailure || !strings.Contains(stderr, img+":/top/home: is a subvolume; removing and moving subvolumes is not supported yet") {
-			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+	mustRun(t, ExitOK, "subvolume", "create", at("/top/home/nested"))
+	mustRun(t, ExitOK, "subvolume", "create", at("/empty"))
+	mustRun(t, ExitOK, "subvolume", "create", at("/def"))
+	mustRun(t, ExitOK, "subvolume", "set-default", at("/def"))
+	mustRun(t, ExitOK, "subvolume", "snapshot", "-r", at("/top/home"), at("/ro"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rmdir", at("top/home")}, img + ":/top/home: Directory not empty"},
+		{[]string{"rm", at("top/home")}, img + ":/top/home: Is a directory"},
+		{[]string{"rm", "-r", at("ro")}, ": Read-only file system"},
+		{[]string{"rmdir", at("def")}, img + ":/def: Operation not permitted"},
+	} {
+		_, stderr, code := run(t, c.args...)
+		if code != ExitFailure || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, stderr, c.want)
 		}
 	}
-	statOf(t, img, "top/home/u") // nothing went
+	statOf(t, img, "top/home/u/f") // nothing went
+	statOf(t, img, "ro/u/f")
+	mustRun(t, ExitOK, "mv", at("top/home"), at("h"))
+	if got := catImage(t, img, "h/u/f"); got != "data" {
+		t.Errorf("h/u/f after mv: %q", got)
+	}
+	mustRun(t, ExitOK, "rmdir", at("empty"))
+	mustRun(t, ExitOK, "rm", "-rf", at("h"))
+	mustRun(t, ExitOK, "mv", at("ro"), at("top/ro"))
+	for _, p := range []string{"h", "empty", "ro"} {
+		if _, stderr, code := run(t, "ls", at(p)); code == ExitOK {
+			t.Errorf("%s still there: %q", p, stderr)
+		}
+	}
+	statOf(t, img, "top/ro/u/f")
+	btrfstest.Check(t, []string{img}, true)
 }
 
 func TestCpFromProcCopiesContents(t *testing.T) {
