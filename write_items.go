@@ -390,7 +390,7 @@ type txCache struct {
 	index map[dirKey]uint64
 	// dirs maps a directory and a name in it to the directory that name
 	// holds. dropName, which every removal and move of a name goes
-	// through, empties it.
+	// through, deletes that name's entry.
 	dirs map[dirEntKey]dirKey
 	// log is what the tree log holds (sync_log.go).
 	log logState

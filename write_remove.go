@@ -146,9 +146,14 @@ func (c *wctx) unlink(parent, in *winode, base string, ref backref, now time.Tim
 // entry, the DIR_INDEX item, the back-reference ref, and the name from
 // the parent's size. The inode the name points at is left as it is.
 func (c *wctx) dropName(parent *winode, base string, ref backref) error {
-	// Every path resolved through this name is now wrong.
+	// A path resolved through this name would now be wrong. The
+	// remembered directories are steps of one name each, so only this
+	// name's step goes: steps below it start from a directory no path
+	// reaches any more, and whose number no new inode takes while the
+	// FS is open (newIno). Clearing them all made every removal in a
+	// directory walk its whole path again (rm -rf).
 	c.cache.mu.Lock()
-	clear(c.cache.dirs)
+	delete(c.cache.dirs, dirEntKey{dirKey{parent.tr.Owner(), parent.ino}, base})
 	c.cache.mu.Unlock()
 	name := []byte(base)
 	dk := disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash(name)}

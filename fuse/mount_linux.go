@@ -7,6 +7,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"log"
+	"os"
 	"path"
 	"syscall"
 	"time"
@@ -72,7 +73,7 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 			// writes fewer round trips and larger extents.
 			MaxWrite:     1 << 20,
 			MaxReadAhead: 1 << 20,
-			EnableAcl:    true,
+			EnableAcl:    kernelChecks(opts),
 			// The umask is applied by the btrfs package, which knows
 			// when a default ACL overrules it (umask_linux.go).
 			// The filesystem clears set-id bits on write, truncate
@@ -103,6 +104,24 @@ func Mount(dir string, fsys *btrfs.FS, opts *Options) (*Server, error) {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	return &Server{srv: srv, m: m}, nil
+}
+
+// kernelChecks reports whether the kernel is to check permissions, with
+// POSIX ACLs, before it passes a request on: when default_permissions is
+// asked for, when other users may reach the mount (allow_other), and when
+// the mounting user is not root. FUSE_POSIX_ACL, which go-fuse's EnableAcl
+// asks for, turns on both the kernel's ACL handling and
+// default_permissions. Left is a mount by root for root alone: FUSE lets
+// only processes whose user and group ids all equal the mounter's in
+// (fuse_allow_current_process), so every caller is root, for whom the
+// checks allow everything but executing a file without an execute bit,
+// which FUSE checks without default_permissions too. There the checks
+// only cost requests: every change in a directory marks its attributes
+// stale (fuse_dir_changed), and the check of the next name in it asks
+// for them again, one GETATTR per file created or removed
+// (docs/design/0011-fuse-mount.md, "Untar" and "rm -rf").
+func kernelChecks(opts *Options) bool {
+	return opts.DefaultPermissions || opts.AllowOther || os.Getuid() != 0 || os.Geteuid() != 0
 }
 
 // Wait blocks until the filesystem is unmounted (by Unmount, umount(8) or

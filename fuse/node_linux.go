@@ -52,7 +52,6 @@ const capsAttr = "security.capability"
 var (
 	_ fs.NodeLookuper    = (*node)(nil)
 	_ fs.NodeGetattrer   = (*node)(nil)
-	_ fs.NodeReaddirer   = (*node)(nil)
 	_ fs.NodeReadlinker  = (*node)(nil)
 	_ fs.NodeGetxattrer  = (*node)(nil)
 	_ fs.NodeListxattrer = (*node)(nil)
@@ -186,46 +185,6 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 	}
 	n.m.fillAttr(st, &out.Attr)
 	return 0
-}
-
-// Readdir lists directory n in the kernel's order (DIR_INDEX, creation
-// order), with each entry's inode number.
-func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	f, err := n.openFile()
-	if err != nil {
-		return nil, toErrno(err)
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, toErrno(err)
-	}
-	// The kernel's btrfs lists "." and ".." first (dir_emit_dots); FUSE
-	// shows what the filesystem lists.
-	self := n.StableAttr().Ino
-	up := self
-	if _, p := n.Parent(); p != nil {
-		up = p.StableAttr().Ino
-	}
-	list := make([]gofuse.DirEntry, 0, len(ents)+2)
-	list = append(list, gofuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self},
-		gofuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: up})
-	for _, e := range ents {
-		if n.m.hidden(n, e.Name()) {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			// Removed since the listing was read: as if read before.
-			continue
-		}
-		st, ok := fi.Sys().(*btrfs.Stat)
-		if !ok {
-			continue
-		}
-		list = append(list, gofuse.DirEntry{Name: e.Name(), Mode: st.Mode, Ino: n.m.inos.ino(st.Subvolume, st.Ino)})
-	}
-	return fs.NewListDirStream(list), 0
 }
 
 // Readlink returns a symlink's target.

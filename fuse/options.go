@@ -27,10 +27,12 @@ type Options struct {
 	// allow_other; non-root users need user_allow_other in
 	// /etc/fuse.conf).
 	AllowOther bool
-	// DefaultPermissions has the kernel check modes and owners before
-	// calling the filesystem, as it does for its own btrfs (FUSE's
-	// default_permissions). Without it every user who can reach the
-	// mount may do anything the daemon may.
+	// DefaultPermissions has the kernel check modes, owners and POSIX
+	// ACLs before calling the filesystem, as it does for its own btrfs
+	// (FUSE's default_permissions). The kernel checks so also with
+	// AllowOther and when the mounting user is not root (the mount then
+	// asks for the kernel's ACL support, which turns the checks on); a
+	// mount by root for root alone has none, as root passes them.
 	DefaultPermissions bool
 	// EntryTimeout and AttrTimeout are how long the kernel may keep a
 	// name's lookup and a file's attributes without asking again; 0

@@ -27,6 +27,9 @@ func serveLoopback(src, mnt string) error {
 		MountOptions: fuse.MountOptions{
 			FsName: src,
 			Name:   "loopback",
+			// FUSEPEER_DEBUG=1 logs every request, to count them by
+			// opcode against gobtrfs mount --debug.
+			Debug: os.Getenv("FUSEPEER_DEBUG") != "",
 		},
 	}
 	srv, err := fs.Mount(mnt, root, opts)
