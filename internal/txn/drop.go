@@ -14,7 +14,10 @@ type DropPlan struct {
 	free  []treeBlock     // blocks only this tree references: freed
 	unref []treeBlock     // blocks other trees share: this tree's reference goes
 	data  []dataRefChange // the data references of its file extents
-	bytes uint64          // tree bytes freed
+	// sharedData are the references by parent leaf (SHARED_DATA_REF)
+	// of the file extents in the FULL_BACKREF leaves it frees.
+	sharedData []sharedDataChange
+	bytes      uint64 // tree bytes freed
 }
 
 // treeBlock is a tree block's address and level, and the reference
@@ -34,6 +37,14 @@ type dataRefChange struct {
 	offset   uint64
 }
 
+// sharedDataChange is one reference by parent leaf: the data extent and
+// the leaf whose file extent item names it.
+type sharedDataChange struct {
+	bytenr   disk.LogicalAddr
+	numBytes uint64
+	parent   disk.LogicalAddr
+}
+
 // PlanDrop works out how to drop subvolume tree id, as the kernel's
 // cleaner drops a deleted subvolume: every block only this tree
 // references is freed, with the data references of the file extents in
@@ -42,10 +53,11 @@ type dataRefChange struct {
 // whose snapshots survive it, whose shared blocks it owns, is refused:
 // their references would have to become references by parent). Below a
 // FULL_BACKREF block that is freed, the children lose the references by
-// its address (planBlock). It reads and checks every block it visits and
+// its address (planBlock): tree blocks their SHARED_BLOCK_REF, the data
+// extents of a leaf their SHARED_DATA_REF. It reads and checks every block it visits and
 // changes nothing: a tree whose blocks carry references this package
-// does not edit (held as items of their own, or data references by
-// parent leaf) is refused with ErrUnsupported here, and a tree changed
+// does not edit (tree-block references held as items of their own) is
+// refused with ErrUnsupported here, and a tree changed
 // in this transaction with ErrTreeChanged. The caller removes the
 // subvolume's names; Drop then removes the tree and its ROOT_ITEM.
 func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
@@ -137,14 +149,12 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) erro
 		return nil
 	}
 	if full {
-		data, err := leafNamesData(n)
-		if err != nil {
-			return err
-		}
-		if data {
-			return fmt.Errorf("%w: subvolume %d holds a leaf whose file data is referenced by parent leaf (not written yet)", ErrUnsupported, p.id)
-		}
-		return nil
+		// The leaf names its data extents by its address
+		// (SHARED_DATA_REF, one per file extent item): those go.
+		return leafDataRefs(n, p.id, func(d dataRefChange) error {
+			p.sharedData = append(p.sharedData, sharedDataChange{d.bytenr, d.numBytes, e.Bytenr})
+			return nil
+		})
 	}
 	return leafDataRefs(n, p.id, func(d dataRefChange) error {
 		p.data = append(p.data, d)
@@ -167,6 +177,11 @@ func (t *Txn) Drop(p *DropPlan) (uint64, error) {
 	}
 	for _, d := range p.data {
 		if err := t.DropDataRef(d.bytenr, d.numBytes, p.id, d.ino, d.offset, 1); err != nil {
+			return 0, err
+		}
+	}
+	for _, d := range p.sharedData {
+		if err := t.addSharedDataRef(d.bytenr, d.numBytes, d.parent, -1); err != nil {
 			return 0, err
 		}
 	}
