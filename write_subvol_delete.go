@@ -15,14 +15,16 @@ import (
 // ROOT_BACKREF and UUID-tree entries go, and its tree is dropped in the
 // same transaction: blocks and data only it references are freed (at
 // the commit), and where it shares blocks with a snapshot only its
-// references go. Nothing is left for a cleaner to finish, so the commit
-// that holds the deletion holds all of it.
+// references go, after the blocks it owns that the snapshot reaches are
+// turned to name their children by address (as the kernel's drop does),
+// so its snapshots outlive it. Nothing is left for a cleaner to finish,
+// so the commit that holds the deletion holds all of it.
 //
 // As the kernel: the default subvolume is EPERM, a subvolume holding
 // other subvolumes ENOTEMPTY, a name that is not a subvolume EINVAL (or
-// ENOTDIR). A subvolume whose blocks the kernel has shared in ways this
-// package does not write yet (snapshots the kernel made and then wrote)
-// is refused with ErrUnsupported; nothing changes.
+// ENOTDIR). A subvolume whose tree blocks have references held as items
+// of their own (the kernel's, after many snapshots), or one the kernel
+// has begun to drop, is refused with ErrUnsupported; nothing changes.
 func (fsys *FS) DeleteSubvolume(name string) error {
 	for attempt := 0; ; attempt++ {
 		err := fsys.deleteSubvolumeOnce(name)

@@ -14,10 +14,26 @@ type DropPlan struct {
 	free  []treeBlock     // blocks only this tree references: freed
 	unref []treeBlock     // blocks other trees share: this tree's reference goes
 	data  []dataRefChange // the data references of its file extents
-	// sharedData are the references by parent leaf (SHARED_DATA_REF)
-	// of the file extents in the FULL_BACKREF leaves it frees.
+	// sharedData are changes of references by parent leaf
+	// (SHARED_DATA_REF): dropped for the file extents of the
+	// FULL_BACKREF leaves it frees, added for those of the leaves it
+	// turns into FULL_BACKREF ones.
 	sharedData []sharedDataChange
-	bytes      uint64 // tree bytes freed
+	// full are the blocks this tree owns that others still reach: they
+	// get FULL_BACKREF, and refs their children's references keyed by
+	// this tree turned into references by their address.
+	full  []treeBlock
+	refs  []treeRefChange
+	bytes uint64 // tree bytes freed
+}
+
+// treeRefChange is a reference of a tree block added (n > 0) or
+// removed (n < 0).
+type treeRefChange struct {
+	addr  disk.LogicalAddr
+	level int
+	ref   treeRef
+	n     int
 }
 
 // treeBlock is a tree block's address and level, and the reference
@@ -43,15 +59,18 @@ type sharedDataChange struct {
 	bytenr   disk.LogicalAddr
 	numBytes uint64
 	parent   disk.LogicalAddr
+	n        int64
 }
 
 // PlanDrop works out how to drop subvolume tree id, as the kernel's
 // cleaner drops a deleted subvolume: every block only this tree
 // references is freed, with the data references of the file extents in
 // its leaves; at a block other trees share (a snapshot's) only this
-// tree's reference goes, and nothing below it is visited (so a source
-// whose snapshots survive it, whose shared blocks it owns, is refused:
-// their references would have to become references by parent). Below a
+// tree's reference goes. Before it goes, the blocks this tree owns that
+// the others reach through it (the shared block and, below it, every
+// block this tree owns) are turned to name their children by address,
+// as the kernel's drop does (its UPDATE_BACKREF stage; planShared), so
+// that nothing keeps a reference keyed by the dropped tree. Below a
 // FULL_BACKREF block that is freed, the children lose the references by
 // its address (planBlock): tree blocks their SHARED_BLOCK_REF, the data
 // extents of a leaf their SHARED_DATA_REF. It reads and checks every block it visits and
@@ -116,12 +135,13 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) erro
 		if root {
 			return fmt.Errorf("%w: the root block of tree %d is shared", ErrUnsupported, p.id)
 		}
-		if n.Owner() == p.id && !full {
+		if n.Owner() == p.id {
 			// Other trees reach this block, and what lies below it
-			// names this tree in its references: the kernel turns
-			// them into references by parent block (FULL_BACKREF)
-			// before dropping, which this package does not do yet.
-			return fmt.Errorf("%w: subvolume %d owns tree blocks its snapshots share (delete the snapshots first)", ErrUnsupported, p.id)
+			// may name this tree in its references: those become
+			// references by parent block first.
+			if err := t.planShared(p, n, full); err != nil {
+				return err
+			}
 		}
 		p.unref = append(p.unref, treeBlock{e.Bytenr, e.Level, via})
 		return nil
@@ -152,7 +172,7 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) erro
 		// The leaf names its data extents by its address
 		// (SHARED_DATA_REF, one per file extent item): those go.
 		return leafDataRefs(n, p.id, func(d dataRefChange) error {
-			p.sharedData = append(p.sharedData, sharedDataChange{d.bytenr, d.numBytes, e.Bytenr})
+			p.sharedData = append(p.sharedData, sharedDataChange{d.bytenr, d.numBytes, e.Bytenr, -1})
 			return nil
 		})
 	}
@@ -162,6 +182,71 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) erro
 	})
 }
 
+// planShared adds to p what keeps block n, which tree p.id owns and other
+// trees still reach (through a shared block above it, or sharing it
+// themselves), whole once p.id is gone: its children referenced by its
+// address instead of by p.id (rule 2 of cow.go: FULL_BACKREF on it,
+// SHARED_BLOCK_REF / SHARED_DATA_REF by its address for its children in
+// place of their TREE_BLOCK_REF / EXTENT_DATA_REF of p.id), unless it has
+// FULL_BACKREF already; then the same for every child p.id owns, except
+// FULL_BACKREF leaves (nothing below them names p.id). Children owned by
+// other trees name their own children by their owner or by address, so
+// the walk stops there.
+func (t *Txn) planShared(p *DropPlan, n disk.Node, full bool) error {
+	a, level := n.Bytenr(), n.Level()
+	mine := treeRef{disk.TreeBlockRefKey, uint64(p.id)}
+	if !full {
+		p.full = append(p.full, treeBlock{addr: a, level: level})
+		if n.IsLeaf() {
+			return leafDataRefs(n, p.id, func(d dataRefChange) error {
+				p.data = append(p.data, d)
+				p.sharedData = append(p.sharedData, sharedDataChange{d.bytenr, d.numBytes, a, 1})
+				return nil
+			})
+		}
+	}
+	if n.IsLeaf() {
+		return nil
+	}
+	for i := range n.NumItems() {
+		kp := n.KeyPtr(i)
+		k := kp.Key
+		c := disk.Expect{Bytenr: kp.BlockPtr, Level: level - 1, Generation: kp.Generation,
+			Owner: p.id, OwnerAny: true, FirstKey: &k}
+		_, it, err := t.treeBlockExtent(c.Bytenr, c.Level)
+		if err != nil {
+			return err
+		}
+		if !inlineOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
+			return fmt.Errorf("%w: tree block %d has references held as items of their own, or many (%d)", ErrUnsupported, c.Bytenr, it.Refs)
+		}
+		cfull := it.Flags&disk.ExtentFlagFullBackref != 0
+		if !full {
+			if !hasRef(it, mine) {
+				return &disk.CorruptError{Logical: c.Bytenr, Tree: p.id,
+					What: fmt.Sprintf("tree block below block %d of tree %d (no FULL_BACKREF) has no reference keyed by the tree", a, p.id)}
+			}
+			p.refs = append(p.refs,
+				treeRefChange{c.Bytenr, c.Level, mine, -1},
+				treeRefChange{c.Bytenr, c.Level, treeRef{disk.SharedBlockRefKey, uint64(a)}, 1})
+		}
+		if c.Level == 0 && cfull {
+			continue
+		}
+		cn, err := t.ReadBlock(c.Bytenr, c)
+		if err != nil {
+			return err
+		}
+		if cn.Owner() != p.id {
+			continue
+		}
+		if err := t.planShared(p, cn, cfull); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Drop carries out p: the tree's references are dropped (recorded for
 // the commit, treerefs.go: the blocks only it referenced lose their last
 // one and are freed there, with their extent items), the data references
@@ -169,6 +254,12 @@ func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) erro
 // commit, with their checksums), and its ROOT_ITEM deleted. It returns
 // the tree bytes freed.
 func (t *Txn) Drop(p *DropPlan) (uint64, error) {
+	for _, b := range p.full {
+		t.setTreeFlags(b.addr, b.level, disk.ExtentFlagFullBackref)
+	}
+	for _, r := range p.refs {
+		t.addTreeRef(r.addr, r.level, r.ref, r.n)
+	}
 	for _, b := range p.unref {
 		t.addTreeRef(b.addr, b.level, b.ref, -1)
 	}
@@ -181,7 +272,7 @@ func (t *Txn) Drop(p *DropPlan) (uint64, error) {
 		}
 	}
 	for _, d := range p.sharedData {
-		if err := t.addSharedDataRef(d.bytenr, d.numBytes, d.parent, -1); err != nil {
+		if err := t.addSharedDataRef(d.bytenr, d.numBytes, d.parent, d.n); err != nil {
 			return 0, err
 		}
 	}
