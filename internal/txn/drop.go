@@ -97,15 +97,107 @@ func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
 	if tr := t.trees[id]; tr != nil && tr.Root().Generation >= t.gen {
 		return nil, ErrTreeChanged
 	}
-	if ri.DropLevel != 0 || ri.DropProgress != (disk.Key{}) {
-		return nil, fmt.Errorf("%w: subvolume %d is being dropped by the kernel (drop_progress set)", ErrUnsupported, id)
-	}
 	p := &DropPlan{id: id, key: key}
 	root := disk.Expect{Bytenr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id, OwnerAny: true}
-	if err := t.planBlock(p, root, treeRef{disk.TreeBlockRefKey, uint64(id)}, true); err != nil {
+	via := treeRef{disk.TreeBlockRefKey, uint64(id)}
+	if ri.DropProgress.ObjectID != 0 {
+		// The kernel's cleaner dropped part of the tree already.
+		if ri.Refs != 0 {
+			return nil, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &key, What: "drop_progress set on a subvolume with references"}
+		}
+		if ri.DropLevel == 0 || int(ri.DropLevel) > root.Level {
+			return nil, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &key,
+				What: fmt.Sprintf("drop_level %d with a root of level %d", ri.DropLevel, root.Level)}
+		}
+		if err := t.planRest(p, root, via, ri.DropProgress, int(ri.DropLevel)); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	if err := t.planBlock(p, root, via, true); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// planRest adds to p what is left of a tree the kernel's cleaner dropped
+// part of: it walks the tree in key order and records how far it got as
+// a node key (progress) at a level (dropLevel), committed with each of
+// its transactions. Everything before that point is gone already (the
+// blocks dropped, though the nodes on the path to it still point at
+// them); the nodes on the path from the root down to dropLevel are this
+// tree's alone (one reference) and still whole. So, at each node of the
+// path: its child holding progress (the last key not above it) is the
+// path's next node, or at dropLevel the first child still to drop; the
+// children after it are dropped as planBlock drops any block; those
+// before it are skipped; and the node itself is freed.
+func (t *Txn) planRest(p *DropPlan, e disk.Expect, via treeRef, progress disk.Key, dropLevel int) error {
+	_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
+	if err != nil {
+		return err
+	}
+	if !inlineOnly(it) {
+		return fmt.Errorf("%w: tree block %d has references held as items of their own", ErrUnsupported, e.Bytenr)
+	}
+	if it.Refs != 1 || !hasRef(it, via) {
+		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id,
+			What: fmt.Sprintf("block on the path of a half-done drop of tree %d with %d references, or without its %v reference %d", p.id, it.Refs, via.typ, via.off)}
+	}
+	n, err := t.ReadBlock(e.Bytenr, e)
+	if err != nil {
+		return err
+	}
+	full := it.Flags&disk.ExtentFlagFullBackref != 0
+	if !full && n.Owner() != p.id {
+		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id,
+			What: fmt.Sprintf("tree block owned by tree %d, referenced only from tree %d, without FULL_BACKREF", n.Owner(), p.id)}
+	}
+	if n.IsLeaf() {
+		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, What: "leaf on the path to a drop's progress"}
+	}
+	p.free = append(p.free, treeBlock{e.Bytenr, e.Level, via})
+	p.bytes += uint64(t.fs.sb.NodeSize)
+	childVia := treeRef{disk.TreeBlockRefKey, uint64(p.id)}
+	if full {
+		childVia = treeRef{disk.SharedBlockRefKey, uint64(e.Bytenr)}
+	}
+	s := 0
+	for i := range n.NumItems() {
+		if n.Key(i).Compare(progress) <= 0 {
+			s = i
+		}
+	}
+	for i := s; i < n.NumItems(); i++ {
+		kp := n.KeyPtr(i)
+		k := kp.Key
+		ce := disk.Expect{Bytenr: kp.BlockPtr, Level: n.Level() - 1, Generation: kp.Generation,
+			Owner: p.id, OwnerAny: true, FirstKey: &k}
+		if i == s && n.Level() > dropLevel {
+			err = t.planRest(p, ce, childVia, progress, dropLevel)
+		} else {
+			err = t.planBlock(p, ce, childVia, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteOrphanRoot deletes the ORPHAN_ITEM the kernel keeps in the root
+// tree for subvolume id while its deleted tree is being dropped; it is
+// not an error when there is none.
+func (t *Txn) DeleteOrphanRoot(id disk.ObjectID) error {
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return err
+	}
+	k := disk.Key{ObjectID: disk.OrphanObjectID, Type: disk.OrphanItemKey, Offset: uint64(id)}
+	if _, found, err := rt.Lookup(t.tx, k); err != nil || !found {
+		return err
+	}
+	_, err = rt.DeleteItem(t.tx, k)
+	return err
 }
 
 // planBlock adds the block e names to p: freed (and its children
