@@ -177,11 +177,11 @@ const maxSharedRefs = maxInlineTreeRefs / 2
 // references are not all inline (the kernel keeps them as items of their
 // own past the room in the extent item, after many snapshots), or so
 // many that copies could add more than this package keeps inline. It
-// walks the tree, reading every node and looking up the references of
-// every block no newer than the tree's last_snapshot; data references
-// (keyed or by parent leaf, inline or items of their own) are all
-// written, so leaves are not read. The verdict holds for a transaction
-// in which no snapshot of a tree sharing blocks with id is made.
+// walks the tree, reading (and so verifying) every node and every leaf
+// no newer than the tree's last_snapshot and looking up the references
+// of those; data references (keyed or by parent leaf, inline or items of
+// their own) are all written. The verdict holds for a transaction in
+// which no snapshot of a tree sharing blocks with id is made.
 func (t *Txn) SharedWritable(id disk.ObjectID) error {
 	tr, err := t.Tree(id)
 	if err != nil {
@@ -212,15 +212,17 @@ func (t *Txn) sharedWalk(id disk.ObjectID, e disk.Expect) error {
 		// changed that.
 		return nil
 	}
-	if e.Level == 0 {
-		return nil
-	}
+	// Read (and so verified) even when a leaf: a damaged block a copy
+	// could meet refuses the change here, before anything changes.
 	n, ok := t.tx.Snapshot(e.Bytenr)
 	if !ok {
 		var err error
 		if n, err = t.ReadBlock(e.Bytenr, e); err != nil {
 			return err
 		}
+	}
+	if e.Level == 0 {
+		return nil
 	}
 	for i := range n.NumItems() {
 		kp := n.KeyPtr(i)
