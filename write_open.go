@@ -74,6 +74,12 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		fsys.Close()
 		return nil, fmt.Errorf("%s: replay log: %w", path, err)
 	}
+	// So are the drops of deleted subvolumes the kernel's cleaner left
+	// unfinished (write_subvol_delete.go).
+	if err := fsys.finishDrops(); err != nil {
+		fsys.Close()
+		return nil, fmt.Errorf("%s: finish dropping deleted subvolumes: %w", path, err)
+	}
 	if iv := o.commitInterval(); iv > 0 {
 		fsys.startCommitter(iv)
 	}

@@ -39,14 +39,12 @@ type SnapshotOptions struct {
 // snapshot holds everything done before the call.
 //
 // The source and the snapshot stay writable: a change copies the blocks
-// they share by the kernel's reference rules. Not yet supported (issue
-// 14), and refused with ErrUnsupported before anything changes: writing
-// into a subvolume where a copy of a shared leaf that names file data
-// would need references by parent leaf (typically the source of a
-// snapshot whose files are not all inline; its snapshots are writable,
-// and the kernel writes either as usual), a snapshot whose directory is
-// inside the source itself, and a source whose blocks are already shared
-// by parent.
+// they share by the kernel's reference rules (tree blocks and data
+// extents referenced by root or by parent block). Not yet supported
+// (issue 14), and refused with ErrUnsupported before anything changes: a
+// snapshot whose directory is inside the source itself, and writing into
+// a subvolume whose shared tree blocks have references the kernel keeps
+// as items of their own (many snapshots of one tree).
 //
 // src that is not a subvolume's root directory is EINVAL; dst errors as
 // for Mkdir.
@@ -199,9 +197,10 @@ func (c *wctx) subvolumeAt(name string) (disk.ObjectID, error) {
 // (parent_uuid set) shares the blocks under its root with another tree
 // unless its root is a leaf (a snapshot copies the root); copying them
 // follows the kernel's reference rules (txn.CopyShared), except where a
-// leaf naming file data would need references by parent leaf, which are
-// not written yet: txn.SharedWritable walks the tree and refuses it then,
-// before anything changes. The verdict is kept for the transaction
+// shared tree block has references held as items of their own (the
+// kernel's, past the room in the extent item), which this package does
+// not edit: txn.SharedWritable walks the tree's nodes and refuses it
+// then, before anything changes. The verdict is kept for the transaction
 // (Snapshot and DeleteSubvolume drop every verdict).
 func (c *wctx) sharedTreeErr(id disk.ObjectID) error {
 	c.cache.mu.Lock()

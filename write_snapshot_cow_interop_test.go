@@ -3,7 +3,6 @@
 package btrfs_test
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -24,15 +23,16 @@ import (
 type snapModel map[string]string
 
 // TestSnapshotCowInterop writes with our writer into subvolumes whose
-// trees share blocks with snapshots (issue 14 item 1, slice b): a source
-// of three levels whose leaves name no file data (small files are inline)
-// and its writable snapshot take creates, data writes (inline and in
-// extents), renames and removes; so does the writable snapshot of a
-// source whose leaves name file data, while that source itself is
-// refused (references by parent leaf are slice c). After each commit
-// btrfs check (6.2, and 6.19 when GOBTRFS_PROGS_DIR is set) is clean and
-// the kernel shows every subvolume, read-only snapshots included, equal
-// to its model.
+// trees share blocks with snapshots (issue 14 item 1, slices b and c): a
+// source of three levels whose leaves name no file data (small files are
+// inline) and its writable snapshot take creates, data writes (inline and
+// in extents), renames and removes; so do a source whose leaves name file
+// data (its copies of shared leaves give their data extents references
+// by the old leaf's address, SHARED_DATA_REF) and its writable snapshot.
+// After each commit btrfs check (6.2 and our checker, and 6.19 when
+// GOBTRFS_PROGS_DIR is set, all with data checksums) is clean and the
+// kernel shows every subvolume, read-only snapshots included, equal to
+// its model.
 func TestSnapshotCowInterop(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	// 4 KiB nodes, so a few thousand small files make a tree of three
@@ -54,7 +54,7 @@ func TestSnapshotCowInterop(t *testing.T) {
 		must(err)
 		return w
 	}
-	models := map[string]snapModel{"src": {}, "data": {}}
+	models := map[string]snapModel{"src": {}, "data": {}, "data2": {}}
 	write := func(w *btrfs.FS, sv, name, content string) {
 		t.Helper()
 		must(w.WriteFile(sv+"/"+name, []byte(content), 0o644))
@@ -102,9 +102,12 @@ func TestSnapshotCowInterop(t *testing.T) {
 	must(err)
 	_, err = w.CreateSubvolume("data", nil)
 	must(err)
+	_, err = w.CreateSubvolume("data2", nil)
+	must(err)
 	for d := range 20 {
 		mkdir(w, "src", fmt.Sprintf("d%02d", d))
 		mkdir(w, "data", fmt.Sprintf("d%02d", d))
+		mkdir(w, "data2", fmt.Sprintf("d%02d", d))
 	}
 	for i := range nSrc {
 		write(w, "src", fmt.Sprintf("d%02d/f%03d", i%20, i), small(i))
@@ -112,7 +115,26 @@ func TestSnapshotCowInterop(t *testing.T) {
 	}
 	for i := range 300 {
 		write(w, "data", fmt.Sprintf("d%02d/f%03d", i%20, i), big(i))
+		write(w, "data2", fmt.Sprintf("d%02d/f%03d", i%20, i), big(i+7))
 	}
+	// An extent named by many file extent items (reflinks): by 14
+	// inodes, more keyed references than its extent item holds
+	// inline, and four times by one leaf (a SHARED_DATA_REF count of
+	// four once data copies that leaf), so the references by parent
+	// leaf also go past the inline room into items of their own.
+	shared := strings.Repeat("0123456789abcdef", 4096)
+	write(w, "data", "d00/shared", shared)
+	for i := range 14 {
+		name := fmt.Sprintf("d%02d/clone%d", i, i)
+		write(w, "data", name, "")
+		must(w.Clone("data/d00/shared", 0, "data/"+name, 0, 0))
+		models["data"][name] = shared
+	}
+	write(w, "data", "d00/multi", "")
+	for i := range 4 {
+		must(w.Clone("data/d00/shared", 0, "data/d00/multi", int64(i)*int64(len(shared)), 0))
+	}
+	models["data"]["d00/multi"] = strings.Repeat(shared, 4)
 	must(w.Close())
 	if lvl := rootLevel(t, img, "src"); lvl < 2 {
 		t.Fatalf("src: root level %d, want a tree of three levels or more", lvl)
@@ -130,23 +152,35 @@ func TestSnapshotCowInterop(t *testing.T) {
 		models[sv+"-ro"] = maps.Clone(models[sv])
 		models[sv+"-rw"] = maps.Clone(models[sv])
 	}
+	// data2 has one snapshot, writable: data2's copies of its leaves
+	// (rule 2) leave them with FULL_BACKREF and one reference,
+	// data2-rw's, whose copies then take rule 1 with FULL_BACKREF
+	// (keyed data references for the copy, those by the old leaf's
+	// address dropped), in the same transaction and in later ones.
+	_, err = w.Snapshot("data2", "data2-rw", nil)
+	must(err)
+	models["data2-rw"] = maps.Clone(models["data2"])
 	// Writes in the transaction that made the snapshots.
 	write(w, "src", "same-txn", small(1))
 	write(w, "src-rw", "same-txn", big(2))
 	write(w, "data-rw", "same-txn", small(3))
 	remove(w, "src-rw", "d03/f003")
-	// data's leaves name file data: copying them for data needs
-	// references by parent leaf, refused before anything changes.
-	if err := w.WriteFile("data/new", []byte("x"), 0o644); !errors.Is(err, btrfs.ErrUnsupported) {
-		t.Errorf("writing data: %v, want ErrUnsupported", err)
+	// data's leaves name file data: its copies of them give the data
+	// extents references by the old leaves' addresses (rule 2).
+	write(w, "data", "same-txn", big(4))
+	remove(w, "data", "d05/f005")
+	for i := 2; i < 300; i += 23 {
+		write(w, "data2", fmt.Sprintf("d%02d/f%03d", i%20, i), big(i+11))
 	}
+	write(w, "data", "d00/multi-next", "x")
 	must(w.Close())
 	check("snapshots")
 
-	// Three rounds of writes into the shared trees, each committed
+	// Four rounds of writes into the shared trees, each committed
 	// and checked: the first copies most shared blocks, the later ones
 	// meet blocks copied before and blocks still shared.
-	writable := []string{"src", "src-rw", "data-rw"}
+	writable := []string{"src", "src-rw", "data-rw", "data", "data2", "data2-rw"}
+	dataSvs := []string{"data-rw", "data", "data2", "data2-rw"}
 	rounds := []func(w *btrfs.FS, r int){
 		func(w *btrfs.FS, r int) {
 			for _, sv := range writable {
@@ -175,16 +209,21 @@ func TestSnapshotCowInterop(t *testing.T) {
 				}
 				rename(w, sv, fmt.Sprintf("d%02d/f%03d", (nSrc-1-r)%20, nSrc-1-r), fmt.Sprintf("d00/moved%d", r))
 			}
-			for i := r; i < 300; i += 13 {
-				name := fmt.Sprintf("d%02d/f%03d", i%20, i)
-				if _, ok := models["data-rw"][name]; ok {
-					remove(w, "data-rw", name)
+			for _, sv := range dataSvs {
+				for i := r; i < 300; i += 13 + len(sv) {
+					name := fmt.Sprintf("d%02d/f%03d", i%20, i)
+					if _, ok := models[sv][name]; ok {
+						remove(w, sv, name)
+					}
 				}
-			}
-			for i := r + 3; i < 300; i += 17 {
-				name := fmt.Sprintf("d%02d/f%03d", i%20, i)
-				if _, ok := models["data-rw"][name]; ok {
-					write(w, "data-rw", name, big(i+r))
+				for i := r + 3; i < 300; i += 17 {
+					name := fmt.Sprintf("d%02d/f%03d", i%20, i)
+					if _, ok := models[sv][name]; ok {
+						write(w, sv, name, big(i+r+len(sv)))
+					}
+				}
+				if from := fmt.Sprintf("d%02d/f%03d", (299-r)%20, 299-r); models[sv][from] != "" {
+					rename(w, sv, from, fmt.Sprintf("d01/moved%d", r))
 				}
 			}
 		},
@@ -192,32 +231,23 @@ func TestSnapshotCowInterop(t *testing.T) {
 	for r := 1; r <= 4; r++ {
 		w = open()
 		rounds[0](w, r)
-		err := w.WriteFile("data/new", []byte("x"), 0o644)
-		switch {
-		case r == 4 && err == nil:
-			// data-ro is gone, and data-rw has copied the leaves
-			// it shared with data: data's leaves are its own
-			// again.
-			models["data"]["new"] = "x"
-			t.Logf("round 4: data is writable again")
-		case !errors.Is(err, btrfs.ErrUnsupported):
-			t.Errorf("round %d: writing data: %v, want ErrUnsupported", r, err)
-		}
 		if r == 4 {
-			if err := w.WriteFile("src-rw/new", []byte("x"), 0o644); !errors.Is(err, btrfs.ErrUnsupported) {
-				t.Errorf("round %d: writing src-rw, snapshotted with leaves naming data: %v, want ErrUnsupported", r, err)
-			}
+			// src-rw, snapshotted with leaves naming data (its
+			// own big files), is written beside its snapshot.
+			write(w, "src-rw", "new", "x")
+			write(w, "src-rw", "newbig", big(5))
 		}
 		must(w.Close())
 		check(fmt.Sprintf("round %d", r))
 		if r == 1 {
-			// src's copies of its shared leaves left them with
-			// references by parent (rule 2).
+			// The copies of shared blocks left them with
+			// references by parent (rule 2): tree blocks below
+			// nodes, data extents below data's leaves.
 			out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "extent", img).CombinedOutput()
 			if err != nil {
 				t.Fatalf("dump-tree -t extent: %v\n%s", err, out)
 			}
-			for _, want := range []string{"FULL_BACKREF", "shared block backref"} {
+			for _, want := range []string{"FULL_BACKREF", "shared block backref", "shared data backref", "SHARED_DATA_REF"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("round 1: extent tree without %q", want)
 				}
@@ -243,9 +273,63 @@ func TestSnapshotCowInterop(t *testing.T) {
 			delete(models, "data-ro")
 			must(w.Close())
 			check("snapshot and deletions")
-			writable = []string{"src", "src-rw-snap", "data-rw"}
+			writable = []string{"src", "src-rw-snap", "data-rw", "data", "data2", "data2-rw"}
 		}
 	}
+
+	// The sources go while their snapshots live on (issue 14, slice
+	// e): the blocks they own that the snapshots reach are turned to
+	// name their children by address first (FULL_BACKREF, references
+	// by parent block and leaf), as the kernel's drop does. Then our
+	// writer writes into the snapshots, copying blocks owned by trees
+	// that are gone, and at last the snapshots go too, leaving no data
+	// extent and no reference by parent behind. src-rw and data-rw are
+	// snapshotted once more first and deleted unchanged since: their
+	// snapshots then share every node below the root with them (src-rw
+	// is three levels deep), which they own without FULL_BACKREF.
+	w = open()
+	for _, sv := range []string{"src-rw", "data-rw"} {
+		_, err := w.Snapshot(sv, sv+"-snap2", nil)
+		must(err)
+		models[sv+"-snap2"] = maps.Clone(models[sv])
+	}
+	must(w.Close())
+	if lvl := rootLevel(t, img, "src-rw"); lvl < 2 {
+		t.Fatalf("src-rw: root level %d, want a tree of three levels or more", lvl)
+	}
+	w = open()
+	for _, sv := range []string{"src", "data", "data2", "src-rw", "data-rw"} {
+		must(w.DeleteSubvolume(sv))
+		delete(models, sv)
+	}
+	must(w.Close())
+	check("sources deleted")
+	writable = []string{"src-rw-snap", "src-rw-snap2", "data-rw-snap2", "data2-rw"}
+	dataSvs = []string{"data-rw-snap2", "data2-rw"}
+	w = open()
+	rounds[0](w, 5)
+	must(w.Close())
+	check("round 5")
+	if t.Failed() {
+		return
+	}
+	w = open()
+	for _, sv := range slices.Sorted(maps.Keys(models)) {
+		must(w.DeleteSubvolume(sv))
+		delete(models, sv)
+	}
+	must(w.Close())
+	check("all deleted")
+	out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "extent", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump-tree -t extent: %v\n%s", err, out)
+	}
+	for _, left := range []string{"flags DATA", "FULL_BACKREF", "shared block backref", "shared data backref", "SHARED_DATA_REF", "EXTENT_DATA_REF"} {
+		if strings.Contains(string(out), left) {
+			t.Errorf("extent tree after every subvolume went: %q left", left)
+		}
+	}
+	t.Logf("every subvolume deleted, extent tree %d bytes of dump", len(out))
 }
 
 // rootLevel returns the level of subvolume sv's root block, as

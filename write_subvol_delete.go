@@ -3,6 +3,7 @@ package btrfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -15,14 +16,16 @@ import (
 // ROOT_BACKREF and UUID-tree entries go, and its tree is dropped in the
 // same transaction: blocks and data only it references are freed (at
 // the commit), and where it shares blocks with a snapshot only its
-// references go. Nothing is left for a cleaner to finish, so the commit
-// that holds the deletion holds all of it.
+// references go, after the blocks it owns that the snapshot reaches are
+// turned to name their children by address (as the kernel's drop does),
+// so its snapshots outlive it. Nothing is left for a cleaner to finish,
+// so the commit that holds the deletion holds all of it.
 //
 // As the kernel: the default subvolume is EPERM, a subvolume holding
 // other subvolumes ENOTEMPTY, a name that is not a subvolume EINVAL (or
-// ENOTDIR). A subvolume whose blocks the kernel has shared in ways this
-// package does not write yet (snapshots the kernel made and then wrote)
-// is refused with ErrUnsupported; nothing changes.
+// ENOTDIR). A subvolume whose tree blocks have references held as items
+// of their own (the kernel's, after many snapshots), or one the kernel
+// has begun to drop, is refused with ErrUnsupported; nothing changes.
 func (fsys *FS) DeleteSubvolume(name string) error {
 	for attempt := 0; ; attempt++ {
 		err := fsys.deleteSubvolumeOnce(name)
@@ -204,4 +207,53 @@ func (c *wctx) removeUUID(u disk.UUID, kind disk.KeyType, id disk.ObjectID) erro
 	}
 	_, err = ut.TruncateItem(c.tx, k, len(buf), true)
 	return err
+}
+
+// finishDrops drops the trees of subvolumes the kernel deleted but whose
+// cleaner had not finished when the filesystem was last unmounted (or
+// lost power): ROOT_ITEM refs 0 and an ORPHAN_ITEM in the root tree,
+// drop_progress set when part of the tree is gone already. As the
+// cleaner would after a mount, each tree is dropped from where the
+// kernel left it (txn.PlanDrop follows drop_progress), the ROOT_ITEM and
+// the orphan item deleted, and the result committed before the FS is
+// handed out. Nothing happens without such a subvolume.
+func (fsys *FS) finishDrops() error {
+	dead := fsys.w.tfs.DeadTrees()
+	if len(dead) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := fsys.change("finish subvolume drops", ".", func(c *wctx) (bool, error) {
+			plans := make([]*txn.DropPlan, 0, len(dead))
+			for _, id := range dead {
+				plan, err := c.t.PlanDrop(id)
+				if err != nil {
+					return false, fmt.Errorf("deleted subvolume %d: %w", id, err)
+				}
+				plans = append(plans, plan)
+			}
+			for i, plan := range plans {
+				if _, err := c.t.Drop(plan); err != nil {
+					return true, err
+				}
+				if err := c.t.DeleteOrphanRoot(dead[i]); err != nil {
+					return true, err
+				}
+			}
+			return true, nil
+		})
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err
+		}
+		if errors.Is(err, txn.ErrTreeChanged) && attempt < 3 {
+			if err := fsys.Commit(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return fsys.Commit()
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -23,9 +24,11 @@ import (
 // (6.2, and 6.19 where present) is clean, the kernel no longer shows
 // them, shows the rest unchanged, and writes on. The kernel's refusals
 // are ours: the default subvolume (EPERM), one holding others
-// (ENOTEMPTY), a plain directory (EINVAL); a source while a snapshot
-// shares its blocks is refused (ErrUnsupported, not yet), changing
-// nothing.
+// (ENOTEMPTY), a plain directory (EINVAL). A source is deleted while a
+// writable snapshot shares its blocks (their references become
+// references by parent block and leaf), the kernel shows the snapshot
+// whole, then the snapshot goes too and the extent tree holds no data
+// extent and no reference by parent any more.
 func TestDeleteSubvolume(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	img := formatTemp(t, 512<<20)
@@ -67,7 +70,7 @@ func TestDeleteSubvolume(t *testing.T) {
 		name string
 		want error
 	}{{"def", syscall.EPERM}, {"outer", syscall.ENOTEMPTY}, {"plain", syscall.EINVAL}, {"missing", syscall.ENOENT},
-		{"small/f", syscall.ENOTDIR}, {"big", btrfs.ErrUnsupported}} {
+		{"small/f", syscall.ENOTDIR}} {
 		if err := w.DeleteSubvolume(c.name); !errors.Is(err, c.want) {
 			t.Errorf("delete %s: %v, want %v", c.name, err, c.want)
 		}
@@ -81,13 +84,48 @@ func TestDeleteSubvolume(t *testing.T) {
 	must(w.Commit())
 	btrfstest.Check(t, []string{img}, true)
 	btrfstest.CheckNewer(t, img, true)
+	// The source while snap2 shares its blocks.
+	must(w.DeleteSubvolume("big"))
+	must(w.Commit())
+	btrfstest.Check(t, []string{img}, true)
+	btrfstest.CheckNewer(t, img, true)
+	if lvl := rootLevel(t, img, "snap2"); lvl < 1 {
+		t.Errorf("snap2: root level %d, want a tree of two levels or more", lvl)
+	}
+	out, err := exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "extent", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump-tree -t extent: %v\n%s", err, out)
+	}
+	// Its leaves, which snap2 reaches, name their data by address now.
+	for _, want := range []string{"FULL_BACKREF", "shared data backref"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("extent tree after the source went: no %q", want)
+		}
+	}
+	dir := btrfstest.Mount(t, "ro,subvolid=5", img)
+	for i := range 500 {
+		p := filepath.Join(dir, fmt.Sprintf("snap2/d%02d/f%03d", i%20, i))
+		if b, err := os.ReadFile(p); err != nil || string(b) != strings.Repeat(fmt.Sprint(i), 10+i*9) {
+			t.Errorf("the kernel's %s after its source went: %d bytes, %v", p, len(b), err)
+			break
+		}
+	}
+	btrfstest.Unmount(t, dir)
 	must(w.DeleteSubvolume("snap2"))
-	must(w.DeleteSubvolume("big")) // its blocks are its own again
 	must(w.Close())
 	btrfstest.Check(t, []string{img}, true)
 	btrfstest.CheckNewer(t, img, true)
+	out, err = exec.Command("btrfs", "inspect-internal", "dump-tree", "-t", "extent", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dump-tree -t extent: %v\n%s", err, out)
+	}
+	for _, left := range []string{"flags DATA", "FULL_BACKREF", "shared block backref", "shared data backref", "SHARED_DATA_REF"} {
+		if strings.Contains(string(out), left) {
+			t.Errorf("extent tree after every file subvolume went: %q left", left)
+		}
+	}
 
-	dir := btrfstest.Mount(t, "subvolid=5", img)
+	dir = btrfstest.Mount(t, "subvolid=5", img)
 	for _, p := range []string{"snap", "snap2", "big", "small", "outer/inner"} {
 		if _, err := os.Lstat(filepath.Join(dir, p)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("the kernel still shows %s: %v", p, err)

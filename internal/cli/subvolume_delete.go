@@ -21,14 +21,15 @@ func newSubvolumeDeleteCommand() *cobra.Command {
 with id ID), as btrfs subvolume delete followed by the kernel's cleaner:
 its name goes and its tree is dropped in the same commit (blocks and data
 only it references are freed; blocks shared with a snapshot lose its
-reference). It prints "Delete subvolume (commit): 'IMAGE:PATH'" for each:
+reference, and those it owns name their children by address from then
+on, so its snapshots outlive it). It prints "Delete subvolume (commit): 'IMAGE:PATH'" for each:
 gobtrfs always commits before it exits (-c and -C are accepted). All PATHs
 must be in one image; they go in one transaction (none on any error).
 
 Refused as by the kernel: the default subvolume, one holding other
 subvolumes, a path that is not a subvolume. Not yet: a subvolume whose
-snapshots still share blocks it owns (delete the snapshots first), and
-subvolumes whose blocks the kernel shares by parent (exit 1, nothing
+tree blocks have references the kernel keeps as items of their own (after
+many snapshots), and one the kernel has begun to drop (exit 1, nothing
 written).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -28,11 +28,12 @@ import (
 //
 // Children of a node are tree blocks (TREE_BLOCK_REF / SHARED_BLOCK_REF,
 // recorded in treerefs.go); those of a leaf are the data extents its file
-// extent items name. Data references keyed by root (EXTENT_DATA_REF) are
-// written; those by parent leaf (SHARED_DATA_REF), which rules 1 and 2
-// need for a leaf naming data, are not yet (slice c): such a copy is
-// refused with ErrUnsupported, and SharedWritable refuses a tree where a
-// change could need one before the change starts.
+// extent items name: EXTENT_DATA_REF keyed by (root, inode, file
+// position less extent offset), or SHARED_DATA_REF keyed by the leaf's
+// address with a count (one per file extent item naming the extent),
+// recorded with the data reference changes (data.go) and applied by the
+// commit. SharedWritable refuses, before a change starts, a tree where a
+// copy could meet tree-block references this package does not edit.
 
 // setLastSnapLocked records tree id's last_snapshot; treesMu is held.
 func (t *Txn) setLastSnapLocked(id disk.ObjectID, g disk.Generation) {
@@ -110,16 +111,6 @@ func (t *Txn) CopyShared(id disk.ObjectID, old disk.Node) (handled bool, err err
 	default:
 		keyChildren = true
 	}
-	if level == 0 && (unparent || parentRefs) {
-		data, err := leafNamesData(old)
-		if err != nil {
-			return false, err
-		}
-		if data {
-			return false, fmt.Errorf("%w: writing a leaf shared with a snapshot whose file extents would need references by parent leaf (subvolume %d, block %d)",
-				ErrUnsupported, id, a)
-		}
-	}
 	if plainRelease {
 		t.mu.Lock()
 		_, pending := t.treeRefs[a]
@@ -141,9 +132,26 @@ func (t *Txn) CopyShared(id disk.ObjectID, old disk.Node) (handled bool, err err
 				t.addTreeRef(c, level-1, treeRef{disk.SharedBlockRefKey, uint64(a)}, 1)
 			}
 		}
-	} else if keyChildren {
+	} else if keyChildren || unparent || parentRefs {
+		// The data extents the leaf's file extent items name: keyed
+		// references of id for the copy's items, references by the
+		// old leaf's address (SHARED_DATA_REF, one per item) for the
+		// old leaf's.
 		err := leafDataRefs(old, id, func(d dataRefChange) error {
-			return t.AddDataRef(d.bytenr, d.numBytes, id, d.ino, d.offset, 1)
+			if keyChildren {
+				if err := t.AddDataRef(d.bytenr, d.numBytes, id, d.ino, d.offset, 1); err != nil {
+					return err
+				}
+			}
+			if unparent {
+				if err := t.addSharedDataRef(d.bytenr, d.numBytes, a, -1); err != nil {
+					return err
+				}
+			}
+			if parentRefs {
+				return t.addSharedDataRef(d.bytenr, d.numBytes, a, 1)
+			}
+			return nil
 		})
 		if err != nil {
 			return false, err
@@ -156,17 +164,6 @@ func (t *Txn) CopyShared(id disk.ObjectID, old disk.Node) (handled bool, err err
 	return true, nil
 }
 
-// leafNamesData reports whether leaf n has a file extent item naming a
-// data extent (not inline, not a hole).
-func leafNamesData(n disk.Node) (bool, error) {
-	found := false
-	err := leafDataRefs(n, n.Owner(), func(dataRefChange) error {
-		found = true
-		return nil
-	})
-	return found, err
-}
-
 // maxSharedRefs bounds the references a block of a shared tree may have
 // for SharedWritable to take the tree: copies add references to
 // children, and an extent item keeps at most maxInlineTreeRefs here.
@@ -175,16 +172,16 @@ const maxSharedRefs = maxInlineTreeRefs / 2
 // SharedWritable reports whether subvolume tree id may be changed, with
 // the blocks it shares with snapshots, by the rules this package writes:
 // nil when every copy a change could make follows rules 1 to 4 with
-// tree-block references and data references keyed by root, an error
-// wrapping ErrUnsupported otherwise. It walks the tree, reading every
-// node and every leaf no newer than the tree's last_snapshot, and looks
-// up the references of those. A leaf naming data is refused when this
-// tree owns it and it may be shared (rule 2 would need references by
-// parent leaf: slice c), and when it carries FULL_BACKREF (rule 1 or 3
-// would have to drop or keep them). The verdict holds for a transaction
-// in which no snapshot of a tree sharing blocks with id is made: copies
-// made by any tree only turn leaves this check takes into leaves it
-// takes.
+// references this package edits, an error wrapping ErrUnsupported
+// otherwise. What it refuses is a tree block that may be shared whose
+// references are not all inline (the kernel keeps them as items of their
+// own past the room in the extent item, after many snapshots), or so
+// many that copies could add more than this package keeps inline. It
+// walks the tree, reading (and so verifying) every node and every leaf
+// no newer than the tree's last_snapshot and looking up the references
+// of those; data references (keyed or by parent leaf, inline or items of
+// their own) are all written. The verdict holds for a transaction in
+// which no snapshot of a tree sharing blocks with id is made.
 func (t *Txn) SharedWritable(id disk.ObjectID) error {
 	tr, err := t.Tree(id)
 	if err != nil {
@@ -195,29 +192,12 @@ func (t *Txn) SharedWritable(id disk.ObjectID) error {
 		return nil
 	}
 	r := tr.Root()
-	return t.sharedWalk(id, last, disk.Expect{Bytenr: r.Addr, Level: r.Level, Generation: r.Generation, Owner: id, OwnerAny: true}, false)
+	return t.sharedWalk(id, disk.Expect{Bytenr: r.Addr, Level: r.Level, Generation: r.Generation, Owner: id, OwnerAny: true})
 }
 
-// sharedWalk is SharedWritable below the block e names; sharedAbove is
-// set when a block above it on the path may be shared (its copy may add
-// references to this block).
-func (t *Txn) sharedWalk(id disk.ObjectID, last disk.Generation, e disk.Expect, sharedAbove bool) error {
-	maybe := t.mayBeShared(id, e.Bytenr, e.Generation)
-	if e.Level == 0 && !maybe {
-		// Made after the last snapshot: this tree's alone, and
-		// only a copy of a node above (which made it) could have
-		// changed that.
-		return nil
-	}
-	n, ok := t.tx.Snapshot(e.Bytenr)
-	if !ok {
-		var err error
-		if n, err = t.ReadBlock(e.Bytenr, e); err != nil {
-			return err
-		}
-	}
-	shared := false
-	if maybe {
+// sharedWalk is SharedWritable below the block e names.
+func (t *Txn) sharedWalk(id disk.ObjectID, e disk.Expect) error {
+	if t.mayBeShared(id, e.Bytenr, e.Generation) {
 		_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
 		if err != nil {
 			return err
@@ -226,34 +206,29 @@ func (t *Txn) sharedWalk(id disk.ObjectID, last disk.Generation, e disk.Expect, 
 			return fmt.Errorf("%w: writing subvolume %d: tree block %d has %d references, or references held as items of their own",
 				ErrUnsupported, id, e.Bytenr, it.Refs)
 		}
-		full := it.Flags&disk.ExtentFlagFullBackref != 0
-		shared = it.Refs > 1 || full || n.Owner() != id
-		if e.Level == 0 {
-			data, err := leafNamesData(n)
-			if err != nil {
-				return err
-			}
-			// Keyed data references are all a copy of this leaf
-			// makes when another tree owns it without
-			// FULL_BACKREF (rule 3: by the time this tree copies
-			// it, the copy of its parent has given it this tree's
-			// keyed reference beside the owner's); a leaf of this
-			// tree that no other tree reaches goes as any other
-			// (rule 1).
-			ok := !data || (n.Owner() != id && !full) ||
-				(n.Owner() == id && !full && it.Refs == 1 && !sharedAbove)
-			if !ok {
-				return fmt.Errorf("%w: writing subvolume %d, whose leaves shared with a snapshot name file data (references by parent leaf are not written yet)",
-					ErrUnsupported, id)
-			}
-			return nil
+	} else if e.Level == 0 {
+		// Made after the last snapshot: this tree's alone, and
+		// only a copy of a node above (which made it) could have
+		// changed that.
+		return nil
+	}
+	// Read (and so verified) even when a leaf: a damaged block a copy
+	// could meet refuses the change here, before anything changes.
+	n, ok := t.tx.Snapshot(e.Bytenr)
+	if !ok {
+		var err error
+		if n, err = t.ReadBlock(e.Bytenr, e); err != nil {
+			return err
 		}
+	}
+	if e.Level == 0 {
+		return nil
 	}
 	for i := range n.NumItems() {
 		kp := n.KeyPtr(i)
 		k := kp.Key
 		ce := disk.Expect{Bytenr: kp.BlockPtr, Level: n.Level() - 1, Generation: kp.Generation, Owner: id, OwnerAny: true, FirstKey: &k}
-		if err := t.sharedWalk(id, last, ce, shared || sharedAbove); err != nil {
+		if err := t.sharedWalk(id, ce); err != nil {
 			return err
 		}
 	}

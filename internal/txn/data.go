@@ -26,6 +26,11 @@ type dataDelta struct {
 	// this transaction, so no committed EXTENT_ITEM exists for it.
 	fresh bool
 	refs  map[dataRefKey]int64
+	// shared are the SHARED_DATA_REF changes, by the address of the
+	// leaf whose file extent items reference the extent (references by
+	// parent leaf, as copies of shared leaves and drops of FULL_BACKREF
+	// leaves make them: cow.go).
+	shared map[disk.LogicalAddr]int64
 }
 
 // dataState is the data bookkeeping of a Txn, guarded by its own mutex so
@@ -266,7 +271,7 @@ func (t *Txn) GrowDataExtent(bytenr disk.LogicalAddr, numBytes, add uint64, root
 		return false, t.errDataClosed()
 	}
 	dd := d.deltas[bytenr]
-	if dd == nil || !dd.fresh || dd.numBytes != numBytes || len(dd.refs) != 1 ||
+	if dd == nil || !dd.fresh || dd.numBytes != numBytes || len(dd.refs) != 1 || len(dd.shared) != 0 ||
 		dd.refs[dataRefKey{root, ino, offset}] != 1 || !d.reserved.Contains(a, end) {
 		return false, nil
 	}
@@ -295,11 +300,44 @@ func (t *Txn) FreshDataShared(bytenr disk.LogicalAddr, root, ino disk.ObjectID) 
 			return true, true
 		}
 	}
+	for _, n := range dd.shared {
+		if n > 0 {
+			return true, true
+		}
+	}
 	return false, true
+}
+
+// addSharedDataRef records that the data extent [bytenr, +numBytes), a
+// committed one, gains (delta > 0) or loses (delta < 0) references from
+// file extent items of the leaf at parent: its SHARED_DATA_REF, applied
+// by Commit like the keyed references of AddDataRef.
+func (t *Txn) addSharedDataRef(bytenr disk.LogicalAddr, numBytes uint64, parent disk.LogicalAddr, delta int64) error {
+	return t.changeRef(bytenr, numBytes, delta, func(dd *dataDelta) {
+		if dd.shared == nil {
+			dd.shared = map[disk.LogicalAddr]int64{}
+		}
+		dd.shared[parent] += delta
+		if dd.shared[parent] == 0 {
+			delete(dd.shared, parent)
+		}
+	})
 }
 
 // changeDataRef records a reference change of delta.
 func (t *Txn) changeDataRef(bytenr disk.LogicalAddr, numBytes uint64, k dataRefKey, delta int64) error {
+	return t.changeRef(bytenr, numBytes, delta, func(dd *dataDelta) {
+		dd.refs[k] += delta
+		if dd.refs[k] == 0 {
+			delete(dd.refs, k)
+		}
+	})
+}
+
+// changeRef finds or makes the pending change of the data extent
+// [bytenr, +numBytes) and lets apply add delta to it, under the data
+// mutex.
+func (t *Txn) changeRef(bytenr disk.LogicalAddr, numBytes uint64, delta int64, apply func(*dataDelta)) error {
 	a, end := uint64(bytenr), uint64(bytenr)+numBytes
 	if numBytes == 0 || end < a || !t.sectorAligned(a) || !t.sectorAligned(numBytes) || delta == 0 {
 		return fmt.Errorf("txn: data ref change on [%d, +%d) count %d: bad extent or count", bytenr, numBytes, delta)
@@ -326,10 +364,7 @@ func (t *Txn) changeDataRef(bytenr disk.LogicalAddr, numBytes uint64, k dataRefK
 	} else if dd.numBytes != numBytes {
 		return fmt.Errorf("txn: data extent %d is %d bytes, not %d", bytenr, dd.numBytes, numBytes)
 	}
-	dd.refs[k] += delta
-	if dd.refs[k] == 0 {
-		delete(dd.refs, k)
-	}
+	apply(dd)
 	return nil
 }
 

@@ -18,19 +18,24 @@ type dataExtent struct {
 	item  disk.ExtentItem
 	// refs are the EXTENT_DATA_REFs, inline and keyed, by triple.
 	refs map[dataRefKey]uint64
-	// other are inline refs this package does not change (SHARED_DATA_REF
-	// from snapshots or relocation, EXTENT_OWNER_REF), kept verbatim.
+	// shared are the SHARED_DATA_REFs, inline and keyed, by the
+	// address of the parent leaf.
+	shared map[disk.LogicalAddr]uint64
+	// other are inline refs this package does not change
+	// (EXTENT_OWNER_REF), kept verbatim.
 	other []disk.InlineRef
-	// keyed are the keys of the keyed EXTENT_DATA_REF items (rewritten);
-	// keyedShared counts the refs of SHARED_DATA_REF items (kept).
-	keyed       []disk.Key
-	keyedShared uint64
+	// keyed are the keys of the keyed EXTENT_DATA_REF and
+	// SHARED_DATA_REF items (rewritten).
+	keyed []disk.Key
 }
 
 // total is the reference count the extent item must carry.
 func (x *dataExtent) total() uint64 {
-	n := x.keyedShared
+	var n uint64
 	for _, c := range x.refs {
+		n += c
+	}
+	for _, c := range x.shared {
 		n += c
 	}
 	for i := range x.other {
@@ -95,7 +100,7 @@ func (t *Txn) deleteCsumRuns(ranges []alloc.Range) error {
 // settleDataExtent applies one extent's changes. The checksums of an
 // extent it frees are for the caller to delete: the range goes to gone.
 func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta, gone *[]alloc.Range) error {
-	if !dd.fresh && len(dd.refs) == 0 {
+	if !dd.fresh && len(dd.refs) == 0 && len(dd.shared) == 0 {
 		return nil // the changes cancelled out
 	}
 	et, err := t.Tree(disk.ExtentTreeObjectID)
@@ -126,6 +131,17 @@ func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta, gone *[]alloc.
 			x.refs[k] = uint64(n)
 		}
 	}
+	for p, d := range dd.shared {
+		n := int64(x.shared[p]) + d
+		if n < 0 {
+			return fmt.Errorf("txn: dropping %d refs by parent leaf %d but only %d exist", -d, p, x.shared[p])
+		}
+		if n == 0 {
+			delete(x.shared, p)
+		} else {
+			x.shared[p] = uint64(n)
+		}
+	}
 	if err := t.deleteDataExtentItems(et, &x); err != nil {
 		return err
 	}
@@ -135,10 +151,6 @@ func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta, gone *[]alloc.
 			gen = x.item.Generation
 		}
 		return t.insertDataExtent(et, a, dd.numBytes, gen, &x)
-	}
-	if x.keyedShared > 0 {
-		return fmt.Errorf("%w: snapshots (data extent %d keeps refs through shared tree blocks): delete the snapshots"+
-			" with the kernel (btrfs subvolume delete) or make this change through the kernel", ErrUnsupported, a)
 	}
 	*gone = append(*gone, alloc.Range{Start: uint64(a), End: uint64(a) + dd.numBytes})
 	if dd.fresh {
@@ -157,7 +169,7 @@ func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta, gone *[]alloc.
 // Block group items share the objectid of an extent at a group's start
 // and are skipped.
 func (t *Txn) readDataExtent(et *ctree.Tree, a disk.LogicalAddr) (dataExtent, error) {
-	x := dataExtent{refs: map[dataRefKey]uint64{}}
+	x := dataExtent{refs: map[dataRefKey]uint64{}, shared: map[disk.LogicalAddr]uint64{}}
 	start := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.ExtentItemKey}
 	end := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.SharedDataRefKey, Offset: ^uint64(0)}
 	err := et.Range(t.tx, start, end, func(k disk.Key, data []byte) (bool, error) {
@@ -174,9 +186,12 @@ func (t *Txn) readDataExtent(et *ctree.Tree, a disk.LogicalAddr) (dataExtent, er
 				return false, bad("data reference to a tree block extent", nil)
 			}
 			for _, r := range x.item.InlineRefs {
-				if r.Type == disk.ExtentDataRefKey {
+				switch r.Type {
+				case disk.ExtentDataRefKey:
 					x.refs[dataRefKey{r.Data.Root, r.Data.ObjectID, r.Data.Offset}] += uint64(r.Data.Count)
-				} else {
+				case disk.SharedDataRefKey:
+					x.shared[disk.LogicalAddr(r.Offset)] += uint64(r.Count)
+				default:
 					x.other = append(x.other, r)
 				}
 			}
@@ -196,7 +211,8 @@ func (t *Txn) readDataExtent(et *ctree.Tree, a disk.LogicalAddr) (dataExtent, er
 			if err := r.Decode(data); err != nil {
 				return false, bad("shared data ref", err)
 			}
-			x.keyedShared += uint64(r.Count)
+			x.shared[disk.LogicalAddr(k.Offset)] += uint64(r.Count)
+			x.keyed = append(x.keyed, k)
 		}
 		return true, nil
 	})
@@ -212,7 +228,8 @@ func (t *Txn) readDataExtent(et *ctree.Tree, a disk.LogicalAddr) (dataExtent, er
 }
 
 // deleteDataExtentItems removes the extent item and its keyed
-// EXTENT_DATA_REF items (insertDataExtent writes them anew).
+// EXTENT_DATA_REF and SHARED_DATA_REF items (insertDataExtent writes
+// them anew).
 func (t *Txn) deleteDataExtentItems(et *ctree.Tree, x *dataExtent) error {
 	keys := x.keyed
 	if x.found {
@@ -235,26 +252,32 @@ func (t *Txn) maxInlineDataItem() int {
 }
 
 // insertDataExtent writes the EXTENT_ITEM of [a, +numBytes) with x's
-// refs. Rule: refs other than EXTENT_DATA_REF stay inline; EXTENT_DATA_REFs
-// are taken in inline order (hash descending) and stay inline while the
-// item fits maxInlineDataItem; the rest go to keyed items, refs with the
-// same hash sharing one item.
+// refs. Rule: refs other than EXTENT_DATA_REF and SHARED_DATA_REF stay
+// inline; those two are taken in the inline order (type ascending, so
+// every EXTENT_DATA_REF before any SHARED_DATA_REF; within a type hash or
+// parent address descending) and stay inline while the item fits
+// maxInlineDataItem; the rest go to keyed items: EXTENT_DATA_REFs with
+// the same hash sharing one (bytenr, EXTENT_DATA_REF, hash) item,
+// SHARED_DATA_REFs one (bytenr, SHARED_DATA_REF, parent) item each.
 func (t *Txn) insertDataExtent(et *ctree.Tree, a disk.LogicalAddr, numBytes uint64, gen disk.Generation, x *dataExtent) error {
-	data := make([]disk.InlineRef, 0, len(x.refs))
+	refs := make([]disk.InlineRef, 0, len(x.refs)+len(x.shared))
 	for _, k := range slices.SortedFunc(maps.Keys(x.refs), compareRefKeys) {
-		data = append(data, disk.InlineRef{Type: disk.ExtentDataRefKey,
+		refs = append(refs, disk.InlineRef{Type: disk.ExtentDataRefKey,
 			Data: disk.ExtentDataRef{Root: k.root, ObjectID: k.ino, Offset: k.offset, Count: uint32(x.refs[k])}})
 	}
-	disk.SortInlineRefs(data)
+	for _, p := range slices.Sorted(maps.Keys(x.shared)) {
+		refs = append(refs, disk.InlineRef{Type: disk.SharedDataRefKey, Offset: uint64(p), Count: uint32(x.shared[p])})
+	}
+	disk.SortInlineRefs(refs)
 	it := disk.ExtentItem{Refs: x.total(), Generation: gen, Flags: disk.ExtentFlagData,
 		InlineRefs: slices.Clone(x.other)}
 	size := it.Size()
 	n := 0
-	for n < len(data) && size+disk.InlineExtentDataRefSize <= t.maxInlineDataItem() {
-		size += disk.InlineExtentDataRefSize
+	for n < len(refs) && size+refs[n].Size() <= t.maxInlineDataItem() {
+		size += refs[n].Size()
 		n++
 	}
-	it.InlineRefs = append(it.InlineRefs, data[:n]...)
+	it.InlineRefs = append(it.InlineRefs, refs[:n]...)
 	disk.SortInlineRefs(it.InlineRefs)
 	buf := make([]byte, it.Size())
 	it.Encode(buf)
@@ -263,7 +286,12 @@ func (t *Txn) insertDataExtent(et *ctree.Tree, a disk.LogicalAddr, numBytes uint
 		return fmt.Errorf("insert %v: %w", key, err)
 	}
 	keyed := map[uint64]disk.ExtentDataRefs{}
-	for _, r := range data[n:] {
+	var shared []disk.InlineRef
+	for _, r := range refs[n:] {
+		if r.Type == disk.SharedDataRefKey {
+			shared = append(shared, r)
+			continue
+		}
 		keyed[r.Data.Hash()] = append(keyed[r.Data.Hash()], r.Data)
 	}
 	for _, h := range slices.Sorted(maps.Keys(keyed)) {
@@ -271,6 +299,15 @@ func (t *Txn) insertDataExtent(et *ctree.Tree, a disk.LogicalAddr, numBytes uint
 		b := make([]byte, rs.Size())
 		rs.Encode(b)
 		k := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.ExtentDataRefKey, Offset: h}
+		if err := et.InsertItem(t.tx, k, b); err != nil {
+			return fmt.Errorf("insert %v: %w", k, err)
+		}
+	}
+	for _, r := range shared {
+		sr := disk.SharedDataRef{Count: r.Count}
+		b := make([]byte, sr.Size())
+		sr.Encode(b)
+		k := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.SharedDataRefKey, Offset: r.Offset}
 		if err := et.InsertItem(t.tx, k, b); err != nil {
 			return fmt.Errorf("insert %v: %w", k, err)
 		}

@@ -46,6 +46,9 @@ type FS struct {
 	bgTree disk.ObjectID
 	// chunkTreeUUID is stamped in every block header, read from the chunk root.
 	chunkTreeUUID disk.UUID
+	// dead are the subvolumes deleted (ROOT_ITEM refs 0) whose trees the
+	// kernel's cleaner has not finished dropping at open: DeadTrees.
+	dead []disk.ObjectID
 	// running is the transaction in progress, nil between transactions.
 	running *Txn
 	// broken is set when a commit failed half way: the on-disk state is
@@ -194,7 +197,7 @@ func openSet(set *blockdev.Set) (*FS, error) {
 	if err := fs.verifyOpenTrees(); err != nil {
 		return nil, err
 	}
-	if err := fs.refuseTrees(); err != nil {
+	if err := fs.findDeadTrees(); err != nil {
 		return nil, err
 	}
 	if err := fs.loadQuota(); err != nil {

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -26,10 +27,11 @@ func refuseSuper(sb *disk.Superblock) error {
 	return nil
 }
 
-// refuseTrees refuses what the committed root tree shows: a subvolume
+// findDeadTrees looks at the subvolumes of the committed root tree: one
 // deleted but not yet cleaned up (its ROOT_ITEM has no references left;
-// the kernel's cleaner frees its blocks, perhaps half done already).
-func (fs *FS) refuseTrees() error {
+// the kernel's cleaner frees its blocks, perhaps half done already) is
+// noted in fs.dead, for the caller to finish dropping (DeadTrees).
+func (fs *FS) findDeadTrees() error {
 	c := ctree.NewCursor(fs, fs.rootTreeRoot())
 	ok, err := c.Seek(disk.Key{ObjectID: disk.FirstFreeObjectID, Type: disk.RootItemKey})
 	for ; ok && err == nil; ok, err = c.Next() {
@@ -41,13 +43,19 @@ func (fs *FS) refuseTrees() error {
 		if err := ri.Decode(c.Data()); err != nil {
 			return &disk.CorruptError{Logical: c.Leaf().Bytenr(), Tree: disk.RootTreeObjectID, Key: &k, What: "root item", Err: err}
 		}
-		if ri.Refs == 0 {
-			return fmt.Errorf("%w: subvolume %d is deleted but not yet cleaned up: mount the filesystem with the kernel"+
-				" and wait for btrfs subvolume sync to finish, then unmount", ErrUnsupported, k.ObjectID)
+		if ri.Refs == 0 && !slices.Contains(fs.dead, k.ObjectID) {
+			fs.dead = append(fs.dead, k.ObjectID)
 		}
 	}
 	return err
 }
+
+// DeadTrees returns the subvolumes found deleted at open whose trees the
+// kernel's cleaner had not finished dropping (ROOT_ITEM refs 0, an
+// ORPHAN_ITEM in the root tree, perhaps drop_progress set): the caller
+// finishes them (PlanDrop, Drop, DeleteOrphanRoot) in the first
+// transaction, as the kernel's cleaner would after a mount.
+func (fs *FS) DeadTrees() []disk.ObjectID { return slices.Clone(fs.dead) }
 
 // qgroupStatusKey is the key of the quota tree's status item.
 var qgroupStatusKey = disk.Key{ObjectID: 0, Type: disk.QgroupStatusKey, Offset: 0}
