@@ -27,9 +27,11 @@ var ErrAborted = errors.New("btrfs: transaction aborted, filesystem takes no mor
 // read path's cursors, because the transaction's dirty blocks live in the
 // engine and are not served to a ctree.Reader until they are written out.
 type writer struct {
-	// mu orders changes, commits and reads: changes and commits hold it
-	// exclusively, reads shared (FS.rlock), so a read sees the last
-	// commit or the running transaction between two whole changes.
+	// mu orders changes and commits: they hold it exclusively. Reads
+	// take the view published last (read_view.go) instead, so they see
+	// the last commit or the running transaction between two whole
+	// changes and never wait; only the few that need the live read side
+	// hold mu shared (FS.rlock).
 	mu sync.RWMutex
 	// version counts changes, commits and aborts; open Files compare it
 	// with the version they loaded their inode at.
@@ -79,6 +81,19 @@ type writer struct {
 	// prepared, when set (by tests), is called in each commit's critical
 	// section, after Prepare, with the commit's generation.
 	prepared func(gen uint64)
+
+	// The published views of the read side (read_view.go): pub is the
+	// current one; views, epoch and ov (the running transaction's
+	// overlay) are protected by mu.
+	pub   atomic.Pointer[readView]
+	views []*readView
+	epoch uint64
+	ov    *overlay
+	// Test hooks: midRun, when set, is called in the middle of each run
+	// of changes, lock held, after the changes ran and before the view
+	// is published; drainHook each time drainViews waits.
+	midRun    func()
+	drainHook func()
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
@@ -89,8 +104,9 @@ type writer struct {
 //
 // The FS is safe for any number of goroutines. Its io/fs reads (Open,
 // Stat, ReadDir, Xattrs, ...) see every change made so far, committed or
-// not, never half of one; reads run beside one another, and wait only for
-// a change or commit in progress. Views made by Subvolume follow commits
+// not, never half of one; reads never wait, neither for one another nor
+// for changes or commits in progress (docs/design/0009, "Reads that never
+// stop"). Views made by Subvolume follow commits
 // too. Paths reach into nested subvolumes; read-only subvolumes refuse
 // changes (EROFS). opts may be nil.
 //
@@ -199,6 +215,7 @@ func (fsys *FS) finish(f *txn.Flight, seq uint64) error {
 // again from the new root tree.
 func (fsys *FS) followCommit() error {
 	w := fsys.w
+	defer fsys.publish()
 	sb := w.tfs.Super()
 	fsys.sb = &sb
 	fsys.br.setGeneration(sb.Generation)
@@ -552,6 +569,10 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 		err = fsys.showTxn(w.t)
 		w.version.Add(1)
 		w.seq.Add(1)
+		if w.midRun != nil {
+			w.midRun()
+		}
+		fsys.publish()
 	}
 	if err == nil {
 		f, err := fsys.commitPastLimit(w)
@@ -752,7 +773,12 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		}
 	}()
 	if fail == nil && started.Load() > 0 {
-		fail = fsys.showTxn(w.t)
+		if fail = fsys.showTxn(w.t); fail == nil {
+			if w.midRun != nil {
+				w.midRun()
+			}
+			fsys.publish()
+		}
 	}
 	if fail != nil {
 		fsys.abortLocked(w, fail)
@@ -787,6 +813,9 @@ func (fsys *FS) beginChange(w *writer) (*wctx, error) {
 		return nil, ErrAborted
 	}
 	if w.t == nil {
+		// Views older than the current one may read bytes the commits
+		// before freed, which the new transaction may hand out.
+		fsys.drainReads()
 		if w.t, err = w.tfs.Begin(); err != nil {
 			return nil, err
 		}

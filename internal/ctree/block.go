@@ -3,6 +3,7 @@ package ctree
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -48,13 +49,24 @@ type block struct {
 	// contents that go with the count it reads (Trans.SnapshotVersion).
 	// Guarded by mu.
 	mod uint64
+	// changed is the set of its transaction's blocks changed since the
+	// last TakeChanged, for a private block (set once, before the block
+	// is in the table); nil for committed blocks, which never change.
+	// inChanged tells whether the block is in it now.
+	changed   *changedSet
+	inChanged atomic.Bool
 }
 
 // lockW takes the block's write lock, which every change of its bytes
-// needs, and counts it.
+// needs, and counts it. The first write lock of a private block after a
+// TakeChanged puts it in the changed set: publishing readers' views
+// copies only those (Trans.TakeChanged).
 func (b *block) lockW() {
 	b.mu.Lock()
 	b.mod++
+	if b.changed != nil && !b.inChanged.Load() && b.inChanged.CompareAndSwap(false, true) {
+		b.changed.add(b)
+	}
 }
 
 // node returns the block as a read-only disk.Node view.

@@ -29,6 +29,58 @@ type Trans struct {
 	mu     sync.Mutex
 	blocks map[disk.LogicalAddr]*block // every block used; protected by mu
 	dirty  map[disk.LogicalAddr]*block // private blocks to write; protected by mu
+
+	changed changedSet // private blocks changed since the last TakeChanged
+}
+
+// changedSet lists the private blocks write-locked (changed, or made)
+// since the last TakeChanged; each block is in it at most once
+// (block.inChanged).
+type changedSet struct {
+	mu     sync.Mutex
+	blocks []*block
+}
+
+func (s *changedSet) add(b *block) {
+	s.mu.Lock()
+	s.blocks = append(s.blocks, b)
+	s.mu.Unlock()
+}
+
+// ChangedBlock is a copy of one of a transaction's blocks (TakeChanged).
+type ChangedBlock struct {
+	Addr disk.LogicalAddr
+	Node disk.Node
+}
+
+// TakeChanged returns a copy of every private block of the transaction
+// that was made or write-locked since the last call (or since the
+// transaction began) and is still in its table, and starts a new set.
+// A reader that keeps, per address, the copies of each call has every
+// private block as it was at each call: private blocks change only
+// under their write lock, committed blocks never do (copy on write).
+// Blocks freed meanwhile are left out: no tree reaches them any more.
+// Preconditions: no tree operation runs concurrently.
+func (tx *Trans) TakeChanged() []ChangedBlock {
+	tx.changed.mu.Lock()
+	list := tx.changed.blocks
+	tx.changed.blocks = nil
+	tx.changed.mu.Unlock()
+	out := make([]ChangedBlock, 0, len(list))
+	for _, b := range list {
+		b.inChanged.Store(false)
+		tx.mu.Lock()
+		live := tx.blocks[b.addr] == b
+		tx.mu.Unlock()
+		if !live {
+			continue
+		}
+		b.mu.RLock()
+		n := disk.Node(append([]byte(nil), b.buf...))
+		b.mu.RUnlock()
+		out = append(out, ChangedBlock{Addr: b.addr, Node: n})
+	}
+	return out
 }
 
 // NewTrans starts the engine's view of transaction gen over s. Counters go
@@ -158,6 +210,11 @@ func (tx *Trans) lds() int { return tx.dataSize }
 // add records a block created in this transaction: in the table, and in
 // the dirty set.
 func (tx *Trans) add(b *block) {
+	// A new block counts as changed: it is not in any published copy yet.
+	// It is write-locked and in no table yet, so setting changed is safe.
+	b.changed = &tx.changed
+	b.inChanged.Store(true)
+	tx.changed.add(b)
 	tx.mu.Lock()
 	tx.blocks[b.addr] = b
 	tx.dirty[b.addr] = b

@@ -1,0 +1,241 @@
+package btrfs
+
+import (
+	"errors"
+	"maps"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Reads of a writable FS never take the writer's lock: they read a
+// published view (docs/design/0009, "Reads that never stop"). The writer
+// publishes one, with its lock held exclusively and no tree operation
+// running, wherever the read side moves: after each change run alone,
+// each parallel run, each commit's critical section, each abort or
+// rollback. A view is immutable; what it reads of the running
+// transaction comes from the transaction's overlay, which keeps every
+// private block as it was at each publication that still has readers.
+
+// readView is one published state of the read side.
+type readView struct {
+	epoch   uint64 // the publication it is; immutable
+	version uint64 // writer.version when published; immutable
+	// fs reads this view with the main FS's top subvolume; vol is what
+	// every FS of the volume (Subvolume views too) reads it through.
+	fs  *FS
+	vol *volume
+	// refs counts the reads using the view, or is retiredRefs (plus the
+	// reads that tried to take it after it was retired and are about to
+	// give it back).
+	refs atomic.Int64
+}
+
+// retiredRefs marks a view no read may take any more: a read that finds
+// it after taking a reference gives the reference back and takes the
+// current view instead.
+const retiredRefs = math.MinInt64 / 2
+
+// overlay is the running transaction's private blocks as the views of it
+// saw them: per address, versions (the epoch from which each holds, and
+// the bytes), oldest first. Versions are immutable slices replaced
+// whole, so reads take no lock.
+type overlay struct {
+	tx *ctree.Trans
+	m  sync.Map // disk.LogicalAddr -> *atomic.Pointer[[]ovVersion]
+}
+
+type ovVersion struct {
+	epoch uint64
+	n     disk.Node
+}
+
+// put records n as addr's bytes from epoch on. Versions superseded before
+// minLive (the oldest epoch a live view has) are dropped: the newest one
+// at or before minLive is what every live view older than the next
+// version reads.
+func (o *overlay) put(addr disk.LogicalAddr, epoch uint64, n disk.Node, minLive uint64) {
+	p, _ := o.m.LoadOrStore(addr, new(atomic.Pointer[[]ovVersion]))
+	ptr := p.(*atomic.Pointer[[]ovVersion])
+	var old []ovVersion
+	if cur := ptr.Load(); cur != nil {
+		old = *cur
+	}
+	keep := 0
+	for i, v := range old {
+		if v.epoch <= minLive {
+			keep = i
+		}
+	}
+	nv := make([]ovVersion, 0, len(old)-keep+1)
+	nv = append(nv, old[keep:]...)
+	nv = append(nv, ovVersion{epoch: epoch, n: n})
+	ptr.Store(&nv)
+}
+
+// get returns addr's bytes as of epoch, if the transaction had a private
+// block there then.
+func (o *overlay) get(addr disk.LogicalAddr, epoch uint64) (disk.Node, bool) {
+	p, ok := o.m.Load(addr)
+	if !ok {
+		return nil, false
+	}
+	cur := p.(*atomic.Pointer[[]ovVersion]).Load()
+	if cur == nil {
+		return nil, false
+	}
+	vs := *cur
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].epoch <= epoch {
+			return vs[i].n, true
+		}
+	}
+	return nil, false
+}
+
+// viewBlocks serves a view's tree blocks: the running transaction's
+// private blocks as of the view's epoch from the overlay (not checksummed
+// yet, so only the header is checked against the parent's promise), the
+// committed ones through the committed reader. A committed address the
+// transaction freed stays pinned until its commit is durable and the
+// views older than it are gone (writer.drainViews), so it still holds
+// what the view expects.
+type viewBlocks struct {
+	base  *blockReader
+	ov    *overlay
+	epoch uint64
+}
+
+// ReadBlock implements ctree.Reader.
+func (vb *viewBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	if n, ok := vb.ov.get(addr, vb.epoch); ok {
+		if err := n.CheckExpect(vb.base.blockParams(), e); err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+	return vb.base.ReadBlock(addr, e)
+}
+
+// publish makes the read side as it is now the view reads take. The
+// caller holds w.mu exclusively (or is the only user, at open) and no
+// tree operation runs: the running transaction is between whole changes.
+func (fsys *FS) publish() {
+	w := fsys.w
+	w.epoch++
+	e := w.epoch
+	w.retireViews()
+	minLive := e
+	for _, v := range w.views {
+		minLive = min(minLive, v.epoch)
+	}
+	var blocks ctree.Reader = fsys.br
+	if tb, ok := fsys.blocks.(*txBlocks); ok {
+		if w.ov == nil || w.ov.tx != tb.tx {
+			w.ov = &overlay{tx: tb.tx}
+		}
+		for _, c := range tb.tx.TakeChanged() {
+			w.ov.put(c.Addr, e, c.Node, minLive)
+		}
+		blocks = &viewBlocks{base: fsys.br, ov: w.ov, epoch: e}
+	} else {
+		w.ov = nil
+	}
+	fsys.mu.Lock()
+	subvols := maps.Clone(fsys.subvols)
+	fsys.mu.Unlock()
+	vol := &volume{sb: fsys.sb, br: fsys.br, blocks: blocks, data: fsys.data, chunks: fsys.chunks,
+		devPaths: fsys.devPaths, opts: fsys.opts, rootTree: fsys.rootTree, csumRoot: fsys.csumRoot,
+		subvols: subvols, ext: fsys.ext, warnings: fsys.warnings}
+	v := &readView{epoch: e, version: w.version.Load(), vol: vol}
+	v.fs = &FS{volume: vol, top: fsys.top, w: w, rv: v}
+	w.pub.Store(v)
+	w.views = append(w.views, v)
+}
+
+// retireViews retires the published views no read holds, but the
+// current one. w.mu held.
+func (w *writer) retireViews() {
+	cur := w.pub.Load()
+	live := w.views[:0]
+	for _, v := range w.views {
+		if v != cur && v.refs.CompareAndSwap(0, retiredRefs) {
+			continue
+		}
+		live = append(live, v)
+	}
+	clear(w.views[len(live):])
+	w.views = live
+}
+
+// drainViews waits until no read holds a view but the current one. The
+// writer calls it, lock held, before anything may reuse space that an
+// older view can read: the first change of a transaction after a commit
+// or rollback (the bytes the commits freed become allocatable then),
+// and resizes. Reads never wait for it; it waits only for reads that
+// began before the current view was published.
+func (w *writer) drainViews() {
+	for wait := time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
+		w.retireViews()
+		if len(w.views) <= 1 {
+			return
+		}
+		if w.drainHook != nil {
+			w.drainHook()
+		}
+		time.Sleep(wait)
+	}
+}
+
+// drainReads is drainViews, then forgets the decoded compressed extents:
+// a read of an older view may have cached one after the commit that
+// freed it (followCommit clears them at the commit), and its address
+// may now be handed out again.
+func (fsys *FS) drainReads() {
+	fsys.w.drainViews()
+	fsys.ext.clear()
+}
+
+// acquire takes a reference on the current view.
+func (w *writer) acquire() *readView {
+	for {
+		v := w.pub.Load()
+		if v.refs.Add(1) > 0 {
+			return v
+		}
+		v.refs.Add(-1) // retired meanwhile: a newer one is current
+	}
+}
+
+// reader returns an FS that reads the current view, and the function that
+// releases it: every public read of a writable FS runs on one, from its
+// start to its end, without the writer's lock. A read-only FS never
+// changes and reads itself.
+func (fsys *FS) reader() (*FS, func()) {
+	w := fsys.w
+	if w == nil || fsys.rv != nil {
+		return fsys, func() {}
+	}
+	v := w.acquire()
+	r := v.fs
+	if fsys.view {
+		// A Subvolume view: its own top, at the view's root (rootInode
+		// and fresh look the subvolume up in the view).
+		r = &FS{volume: v.vol, top: fsys.top, view: true, w: w, rv: v}
+	}
+	return r, func() { v.refs.Add(-1) }
+}
+
+// staleCorrupt reports whether err, met by a read of view r, may come
+// from bytes rewritten in place after r was published rather than from
+// damage: a data checksum that fails while a newer view is current (a
+// write that continues the running transaction's last partial sector
+// rewrites it, and its checksum, in place). The read is then tried once
+// more with the current view.
+func (fsys *FS) staleCorrupt(err error) bool {
+	return err != nil && fsys.rv != nil && errors.Is(err, ErrCorrupt) && fsys.w.pub.Load() != fsys.rv
+}
