@@ -4,7 +4,6 @@ import (
 	"errors"
 	"maps"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,13 +17,18 @@ import (
 // running, wherever the read side moves: after each change run alone,
 // each parallel run, each commit's critical section, each abort or
 // rollback. A view is immutable; what it reads of the running
-// transaction comes from the transaction's overlay, which keeps every
-// private block as it was at each publication that still has readers.
+// transaction comes from the blocks' versions the engine keeps for it
+// (ctree.Trans.Publish, ReadAt): a block is copied on its first change
+// after a publication, and only while a view may still read it.
 
 // readView is one published state of the read side.
 type readView struct {
 	epoch   uint64 // the publication it is; immutable
 	version uint64 // writer.version when published; immutable
+	// tx is the running transaction the view reads (nil for a view of
+	// the last commit) and txEpoch its publication there; immutable.
+	tx      *ctree.Trans
+	txEpoch uint64
 	// fs reads this view with the main FS's top subvolume; vol is what
 	// every FS of the volume (Subvolume views too) reads it through.
 	fs  *FS
@@ -40,79 +44,22 @@ type readView struct {
 // current view instead.
 const retiredRefs = math.MinInt64 / 2
 
-// overlay is the running transaction's private blocks as the views of it
-// saw them: per address, versions (the epoch from which each holds, and
-// the bytes), oldest first. Versions are immutable slices replaced
-// whole, so reads take no lock.
-type overlay struct {
-	tx *ctree.Trans
-	m  sync.Map // disk.LogicalAddr -> *atomic.Pointer[[]ovVersion]
-}
-
-type ovVersion struct {
-	epoch uint64
-	n     disk.Node
-}
-
-// put records n as addr's bytes from epoch on. Versions superseded before
-// minLive (the oldest epoch a live view has) are dropped: the newest one
-// at or before minLive is what every live view older than the next
-// version reads.
-func (o *overlay) put(addr disk.LogicalAddr, epoch uint64, n disk.Node, minLive uint64) {
-	p, _ := o.m.LoadOrStore(addr, new(atomic.Pointer[[]ovVersion]))
-	ptr := p.(*atomic.Pointer[[]ovVersion])
-	var old []ovVersion
-	if cur := ptr.Load(); cur != nil {
-		old = *cur
-	}
-	keep := 0
-	for i, v := range old {
-		if v.epoch <= minLive {
-			keep = i
-		}
-	}
-	nv := make([]ovVersion, 0, len(old)-keep+1)
-	nv = append(nv, old[keep:]...)
-	nv = append(nv, ovVersion{epoch: epoch, n: n})
-	ptr.Store(&nv)
-}
-
-// get returns addr's bytes as of epoch, if the transaction had a private
-// block there then.
-func (o *overlay) get(addr disk.LogicalAddr, epoch uint64) (disk.Node, bool) {
-	p, ok := o.m.Load(addr)
-	if !ok {
-		return nil, false
-	}
-	cur := p.(*atomic.Pointer[[]ovVersion]).Load()
-	if cur == nil {
-		return nil, false
-	}
-	vs := *cur
-	for i := len(vs) - 1; i >= 0; i-- {
-		if vs[i].epoch <= epoch {
-			return vs[i].n, true
-		}
-	}
-	return nil, false
-}
-
 // viewBlocks serves a view's tree blocks: the running transaction's
-// private blocks as of the view's epoch from the overlay (not checksummed
-// yet, so only the header is checked against the parent's promise), the
-// committed ones through the committed reader. A committed address the
-// transaction freed stays pinned until its commit is durable and the
-// views older than it are gone (writer.drainViews), so it still holds
-// what the view expects.
+// private blocks as they were at the view's publication (ctree.Trans.ReadAt:
+// not checksummed yet, so only the header is checked against the
+// parent's promise), the committed ones through the committed reader. A
+// committed address the transaction freed stays pinned until its commit
+// is durable and the views older than it are gone (writer.drainViews), so
+// it still holds what the view expects.
 type viewBlocks struct {
 	base  *blockReader
-	ov    *overlay
-	epoch uint64
+	tx    *ctree.Trans
+	epoch uint64 // the transaction's publication (ctree.Trans.Publish)
 }
 
 // ReadBlock implements ctree.Reader.
 func (vb *viewBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
-	if n, ok := vb.ov.get(addr, vb.epoch); ok {
+	if n, ok := vb.tx.ReadAt(addr, vb.epoch); ok {
 		if err := n.CheckExpect(vb.base.blockParams(), e); err != nil {
 			return nil, err
 		}
@@ -124,26 +71,20 @@ func (vb *viewBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node
 // publish makes the read side as it is now the view reads take. The
 // caller holds w.mu exclusively (or is the only user, at open) and no
 // tree operation runs: the running transaction is between whole changes.
+// It costs O(subvolumes): nothing is copied. The blocks the next changes
+// write are copied on their first write lock instead, for the views that
+// may read them (ctree.Trans.Publish), and dropped as soon as no live
+// view can (Trim, below).
 func (fsys *FS) publish() {
 	w := fsys.w
 	w.epoch++
-	e := w.epoch
-	w.retireViews()
-	minLive := e
-	for _, v := range w.views {
-		minLive = min(minLive, v.epoch)
-	}
 	var blocks ctree.Reader = fsys.br
+	var tx *ctree.Trans
+	var txEpoch uint64
 	if tb, ok := fsys.blocks.(*txBlocks); ok {
-		if w.ov == nil || w.ov.tx != tb.tx {
-			w.ov = &overlay{tx: tb.tx}
-		}
-		for _, c := range tb.tx.TakeChanged() {
-			w.ov.put(c.Addr, e, c.Node, minLive)
-		}
-		blocks = &viewBlocks{base: fsys.br, ov: w.ov, epoch: e}
-	} else {
-		w.ov = nil
+		tx = tb.tx
+		txEpoch = tx.Publish()
+		blocks = &viewBlocks{base: fsys.br, tx: tx, epoch: txEpoch}
 	}
 	fsys.mu.Lock()
 	subvols := maps.Clone(fsys.subvols)
@@ -151,10 +92,23 @@ func (fsys *FS) publish() {
 	vol := &volume{sb: fsys.sb, br: fsys.br, blocks: blocks, data: fsys.data, chunks: fsys.chunks,
 		devPaths: fsys.devPaths, opts: fsys.opts, rootTree: fsys.rootTree, csumRoot: fsys.csumRoot,
 		subvols: subvols, ext: fsys.ext, warnings: fsys.warnings}
-	v := &readView{epoch: e, version: w.version.Load(), vol: vol}
+	v := &readView{epoch: w.epoch, version: w.version.Load(), vol: vol, tx: tx, txEpoch: txEpoch}
 	v.fs = &FS{volume: vol, top: fsys.top, w: w, rv: v}
 	w.pub.Store(v)
 	w.views = append(w.views, v)
+	// The view before is retired now if no read holds it, and what only
+	// it could read is dropped.
+	w.retireViews()
+	if tx != nil {
+		live := w.liveBuf[:0]
+		for _, o := range w.views {
+			if o.tx == tx {
+				live = append(live, o.txEpoch)
+			}
+		}
+		w.liveBuf = live // epochs grow with w.views' order: sorted
+		tx.Trim(live)
+	}
 }
 
 // retireViews retires the published views no read holds, but the

@@ -83,12 +83,11 @@ type writer struct {
 	prepared func(gen uint64)
 
 	// The published views of the read side (read_view.go): pub is the
-	// current one; views, epoch and ov (the running transaction's
-	// overlay) are protected by mu.
-	pub   atomic.Pointer[readView]
-	views []*readView
-	epoch uint64
-	ov    *overlay
+	// current one; views, epoch and liveBuf are protected by mu.
+	pub     atomic.Pointer[readView]
+	views   []*readView
+	epoch   uint64
+	liveBuf []uint64
 	// Test hooks: midRun, when set, is called in the middle of each run
 	// of changes, lock held, after the changes ran and before the view
 	// is published; drainHook each time drainViews waits.

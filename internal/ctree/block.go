@@ -49,23 +49,39 @@ type block struct {
 	// contents that go with the count it reads (Trans.SnapshotVersion).
 	// Guarded by mu.
 	mod uint64
-	// changed is the set of its transaction's blocks changed since the
-	// last TakeChanged, for a private block (set once, before the block
-	// is in the table); nil for committed blocks, which never change.
-	// inChanged tells whether the block is in it now.
-	changed   *changedSet
-	inChanged atomic.Bool
+	// tx is the transaction that made the block, for a private block;
+	// nil for committed blocks read from the store, which never change.
+	// Immutable.
+	tx *Trans
+	// ep is the view epoch buf belongs to: views published at ep or
+	// later see it (Trans.Publish). Guarded by mu.
+	ep uint64
+	// vers is what published views read of a private block (Trans.ReadAt):
+	// buf's versions some view may still reach, oldest first, the last
+	// being buf itself. A version is never written once a later one
+	// exists, so readers use it without locks. Replaced whole.
+	vers atomic.Pointer[[]bufVersion]
+}
+
+// bufVersion is one version of a private block's bytes: views published
+// at ep or later (and before the next version's ep) read buf.
+type bufVersion struct {
+	ep  uint64
+	buf []byte
 }
 
 // lockW takes the block's write lock, which every change of its bytes
 // needs, and counts it. The first write lock of a private block after a
-// TakeChanged puts it in the changed set: publishing readers' views
-// copies only those (Trans.TakeChanged).
+// publication (Trans.Publish) leaves the published bytes to the views
+// that may read them and lets the change edit a copy (Trans.keepForViews):
+// copy on first write per epoch. Without publications it costs a load.
 func (b *block) lockW() {
 	b.mu.Lock()
 	b.mod++
-	if b.changed != nil && !b.inChanged.Load() && b.inChanged.CompareAndSwap(false, true) {
-		b.changed.add(b)
+	if b.tx != nil {
+		if e := b.tx.wep.Load(); b.ep < e {
+			b.tx.keepForViews(b, e)
+		}
 	}
 }
 

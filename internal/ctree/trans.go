@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -30,57 +31,13 @@ type Trans struct {
 	blocks map[disk.LogicalAddr]*block // every block used; protected by mu
 	dirty  map[disk.LogicalAddr]*block // private blocks to write; protected by mu
 
-	changed changedSet // private blocks changed since the last TakeChanged
-}
-
-// changedSet lists the private blocks write-locked (changed, or made)
-// since the last TakeChanged; each block is in it at most once
-// (block.inChanged).
-type changedSet struct {
-	mu     sync.Mutex
-	blocks []*block
-}
-
-func (s *changedSet) add(b *block) {
-	s.mu.Lock()
-	s.blocks = append(s.blocks, b)
-	s.mu.Unlock()
-}
-
-// ChangedBlock is a copy of one of a transaction's blocks (TakeChanged).
-type ChangedBlock struct {
-	Addr disk.LogicalAddr
-	Node disk.Node
-}
-
-// TakeChanged returns a copy of every private block of the transaction
-// that was made or write-locked since the last call (or since the
-// transaction began) and is still in its table, and starts a new set.
-// A reader that keeps, per address, the copies of each call has every
-// private block as it was at each call: private blocks change only
-// under their write lock, committed blocks never do (copy on write).
-// Blocks freed meanwhile are left out: no tree reaches them any more.
-// Preconditions: no tree operation runs concurrently.
-func (tx *Trans) TakeChanged() []ChangedBlock {
-	tx.changed.mu.Lock()
-	list := tx.changed.blocks
-	tx.changed.blocks = nil
-	tx.changed.mu.Unlock()
-	out := make([]ChangedBlock, 0, len(list))
-	for _, b := range list {
-		b.inChanged.Store(false)
-		tx.mu.Lock()
-		live := tx.blocks[b.addr] == b
-		tx.mu.Unlock()
-		if !live {
-			continue
-		}
-		b.mu.RLock()
-		n := disk.Node(append([]byte(nil), b.buf...))
-		b.mu.RUnlock()
-		out = append(out, ChangedBlock{Addr: b.addr, Node: n})
-	}
-	return out
+	// Published views (views.go): wep is the epoch the running changes
+	// write in (0 until the first publication); the rest is views.go's.
+	wep   atomic.Uint64
+	vmu   sync.Mutex
+	pins  map[uint64][]pinned              // protected by vmu
+	gone  map[disk.LogicalAddr][]goneBlock // protected by mu
+	nvers atomic.Int64                     // versions kept besides the current ones
 }
 
 // NewTrans starts the engine's view of transaction gen over s. Counters go
@@ -151,7 +108,13 @@ func (tx *Trans) WriteDirty() (int, error) {
 		}
 		return 0
 	})
+	wep := tx.wep.Load()
 	for _, b := range list {
+		if b.tx == tx && b.ep < wep {
+			// Published views may read these bytes: the header flag and
+			// the checksum go into a copy.
+			b.buf = append([]byte(nil), b.buf...)
+		}
 		le.PutUint64(b.buf[offFlags:], b.flags()|disk.HeaderFlagWritten)
 		if err := tx.store.Write(b.addr, b.buf); err != nil {
 			return 0, fmt.Errorf("write tree block %d: %w", b.addr, err)
@@ -210,11 +173,11 @@ func (tx *Trans) lds() int { return tx.dataSize }
 // add records a block created in this transaction: in the table, and in
 // the dirty set.
 func (tx *Trans) add(b *block) {
-	// A new block counts as changed: it is not in any published copy yet.
-	// It is write-locked and in no table yet, so setting changed is safe.
-	b.changed = &tx.changed
-	b.inChanged.Store(true)
-	tx.changed.add(b)
+	// Views published before now never reach it: its bytes belong to the
+	// epoch being written. It is in no table yet.
+	b.tx = tx
+	b.ep = tx.wep.Load()
+	b.vers.Store(&[]bufVersion{{ep: b.ep, buf: b.buf}})
 	tx.mu.Lock()
 	tx.blocks[b.addr] = b
 	tx.dirty[b.addr] = b
@@ -236,6 +199,7 @@ func (tx *Trans) free(t *Tree, b *block) {
 	if reuse {
 		// The address may come back from Alloc for another block.
 		delete(tx.blocks, b.addr)
+		tx.keepGone(b)
 	}
 	tx.mu.Unlock()
 	tx.store.Free(b.addr, reuse)
