@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -96,18 +97,12 @@ func (fsys *FS) publish() {
 	v.fs = &FS{volume: vol, top: fsys.top, w: w, rv: v}
 	w.pub.Store(v)
 	w.views = append(w.views, v)
+	w.stale.Store(false)
 	// The view before is retired now if no read holds it, and what only
 	// it could read is dropped.
 	w.retireViews()
 	if tx != nil {
-		live := w.liveBuf[:0]
-		for _, o := range w.views {
-			if o.tx == tx {
-				live = append(live, o.txEpoch)
-			}
-		}
-		w.liveBuf = live // epochs grow with w.views' order: sorted
-		tx.Trim(live)
+		w.trim()
 	}
 }
 
@@ -154,21 +149,95 @@ func (fsys *FS) drainReads() {
 	fsys.ext.clear()
 }
 
-// acquire takes a reference on the current view.
+// readWindow is how long after a read the writer keeps publishing a view
+// at the end of every run of changes (runEnded).
+const readWindow = 100 * time.Millisecond
+
+// runEnded is called at the end of each run of changes, w.mu held
+// exclusively, the read side showing the run's result. While reads are
+// going on (one took a view in the last readWindow) it publishes that
+// result, so reads keep finding a current view and never wait. Otherwise
+// it only marks the view stale and lets it go: the blocks the next runs
+// change are then copied for no one, and the first read that comes
+// publishes (freshView).
+func (w *writer) runEnded() {
+	if time.Now().UnixNano()-w.lastRead.Load() < int64(readWindow) {
+		w.main.publish()
+		return
+	}
+	w.stale.Store(true)
+	w.retireViews()
+	if cur := w.pub.Load(); cur.refs.CompareAndSwap(0, retiredRefs) {
+		// No read holds it: retired like the others, so nothing is
+		// kept for it.
+		w.views = slices.DeleteFunc(w.views, func(v *readView) bool { return v == cur })
+	}
+	w.trim()
+}
+
+// trim tells the running transaction which of its publications live
+// views still read. w.mu held exclusively, or shared with pubMu.
+func (w *writer) trim() {
+	tb, ok := w.main.blocks.(*txBlocks)
+	if !ok {
+		return
+	}
+	live := w.liveBuf[:0]
+	for _, o := range w.views {
+		if o.tx == tb.tx {
+			live = append(live, o.txEpoch) // w.views is in publication order
+		}
+	}
+	w.liveBuf = live
+	tb.tx.Trim(live)
+}
+
+// noteRead records that a read took a view, to the millisecond.
+func (w *writer) noteRead() {
+	now := time.Now().UnixNano()
+	if now-w.lastRead.Load() > int64(time.Millisecond) {
+		w.lastRead.Store(now)
+	}
+}
+
+// acquire takes a reference on a view that shows every change that has
+// returned: the current one, or, when runs ended without publishing
+// (runEnded), a new one (freshView).
 func (w *writer) acquire() *readView {
-	for {
+	w.noteRead()
+	for !w.stale.Load() {
 		v := w.pub.Load()
 		if v.refs.Add(1) > 0 {
 			return v
 		}
-		v.refs.Add(-1) // retired meanwhile: a newer one is current
+		v.refs.Add(-1) // retired meanwhile: a newer one is current, or it went stale
 	}
+	return w.freshView()
 }
 
-// reader returns an FS that reads the current view, and the function that
-// releases it: every public read of a writable FS runs on one, from its
-// start to its end, without the writer's lock. A read-only FS never
-// changes and reads itself.
+// freshView publishes the read side as it is and takes the new view. It
+// holds w.mu shared, so it waits for a run of changes or a commit in
+// progress: the one case where a read waits (the first read after a
+// quiet readWindow, while changes run). Reads publishing at once take
+// turns on pubMu; the writer, which publishes with mu held exclusively,
+// never meets them.
+func (w *writer) freshView() *readView {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	w.pubMu.Lock()
+	defer w.pubMu.Unlock()
+	if w.stale.Load() {
+		w.main.publish()
+	}
+	v := w.pub.Load()
+	v.refs.Add(1) // retired only with w.mu held exclusively, or by publish under pubMu
+	return v
+}
+
+// reader returns an FS that reads a view showing every change that has
+// returned, and the function that releases it: every public read of a
+// writable FS runs on one, from its start to its end. A read-only FS
+// never changes and reads itself.
 func (fsys *FS) reader() (*FS, func()) {
 	w := fsys.w
 	if w == nil || fsys.rv != nil {

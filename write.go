@@ -83,11 +83,19 @@ type writer struct {
 	prepared func(gen uint64)
 
 	// The published views of the read side (read_view.go): pub is the
-	// current one; views, epoch and liveBuf are protected by mu.
-	pub     atomic.Pointer[readView]
-	views   []*readView
-	epoch   uint64
-	liveBuf []uint64
+	// current one; views, epoch and liveBuf are protected by mu, or by
+	// pubMu with mu held shared (a read that publishes, freshView). stale
+	// says pub is older than the running transaction; lastRead is when a
+	// read last took a view (UnixNano, kept to the millisecond). main is
+	// the FS OpenWritable returned, whose read side views copy.
+	pub      atomic.Pointer[readView]
+	views    []*readView
+	epoch    uint64
+	liveBuf  []uint64
+	pubMu    sync.Mutex
+	stale    atomic.Bool
+	lastRead atomic.Int64
+	main     *FS
 	// Test hooks: midRun, when set, is called in the middle of each run
 	// of changes, lock held, after the changes ran and before the view
 	// is published; drainHook each time drainViews waits.
@@ -214,7 +222,7 @@ func (fsys *FS) finish(f *txn.Flight, seq uint64) error {
 // again from the new root tree.
 func (fsys *FS) followCommit() error {
 	w := fsys.w
-	defer fsys.publish()
+	defer w.main.publish()
 	sb := w.tfs.Super()
 	fsys.sb = &sb
 	fsys.br.setGeneration(sb.Generation)
@@ -571,7 +579,7 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 		if w.midRun != nil {
 			w.midRun()
 		}
-		fsys.publish()
+		w.runEnded()
 	}
 	if err == nil {
 		f, err := fsys.commitPastLimit(w)
@@ -776,7 +784,7 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 			if w.midRun != nil {
 				w.midRun()
 			}
-			fsys.publish()
+			w.runEnded()
 		}
 	}
 	if fail != nil {

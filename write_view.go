@@ -171,5 +171,5 @@ func (fsys *FS) showCommitted() {
 	fsys.mu.Unlock()
 	fsys.w.committed = nil
 	fsys.w.version.Add(1)
-	fsys.publish()
+	fsys.w.main.publish()
 }

@@ -74,12 +74,13 @@ type bufVersion struct {
 // needs, and counts it. The first write lock of a private block after a
 // publication (Trans.Publish) leaves the published bytes to the views
 // that may read them and lets the change edit a copy (Trans.keepForViews):
-// copy on first write per epoch. Without publications it costs a load.
+// copy on first write per epoch, and only while a live view may read
+// them. Otherwise it costs two atomic loads.
 func (b *block) lockW() {
 	b.mu.Lock()
 	b.mod++
 	if b.tx != nil {
-		if e := b.tx.wep.Load(); b.ep < e {
+		if e := b.tx.wep.Load(); b.ep < e && b.ep < b.tx.liveTop.Load() {
 			b.tx.keepForViews(b, e)
 		}
 	}

@@ -33,7 +33,8 @@ type Trans struct {
 
 	// Published views (views.go): wep is the epoch the running changes
 	// write in (0 until the first publication); the rest is views.go's.
-	wep   atomic.Uint64
+	wep     atomic.Uint64
+	liveTop atomic.Uint64 // the newest live view's epoch + 1; 0 for none
 	vmu   sync.Mutex
 	pins  map[uint64][]pinned              // protected by vmu
 	gone  map[disk.LogicalAddr][]goneBlock // protected by mu
@@ -110,7 +111,7 @@ func (tx *Trans) WriteDirty() (int, error) {
 	})
 	wep := tx.wep.Load()
 	for _, b := range list {
-		if b.tx == tx && b.ep < wep {
+		if b.tx == tx && b.ep < wep && b.ep < tx.liveTop.Load() {
 			// Published views may read these bytes: the header flag and
 			// the checksum go into a copy.
 			b.buf = append([]byte(nil), b.buf...)

@@ -33,9 +33,10 @@ import (
 //     newest live view in that range, and looked at again only when that
 //     view is gone. Nothing is scanned that no view pins.
 //
-// Publication itself costs O(1). A transaction that is never published
-// (the transaction layer used alone, mkfs) pays one atomic load per write
-// lock.
+// Publication itself costs O(1). While no view is live (Trim was told of
+// none since the last Publish), blocks are changed in place and nothing is
+// copied; a transaction that is never published (the transaction layer
+// used alone, mkfs) pays two atomic loads per write lock.
 
 // pinned is a kept version: block b's version of epoch ep.
 type pinned struct {
@@ -54,7 +55,9 @@ type goneBlock struct {
 // ReadAt; the changes after it write in the next epoch. Preconditions: no
 // tree operation runs concurrently.
 func (tx *Trans) Publish() (v uint64) {
-	return tx.wep.Add(1) - 1
+	v = tx.wep.Add(1) - 1
+	tx.liveTop.Store(v + 1)
+	return v
 }
 
 // KeptVersions returns the number of block versions kept for views
@@ -85,17 +88,19 @@ func (tx *Trans) keepGone(b *block) {
 		return
 	}
 	chain := *b.vers.Load()
-	if chain[0].ep >= e {
-		return // made in this epoch: no view reaches it
-	}
-	if last := chain[len(chain)-1]; last.ep < e {
-		// Its bytes now are what views since last.ep read.
+	last := chain[len(chain)-1]
+	if last.ep < e && last.ep < tx.liveTop.Load() {
+		// Its bytes now are what the views since last.ep read.
 		tx.nvers.Add(1)
 		tx.pin(pinned{b: b, ep: last.ep}, e-1)
 	} else {
-		// Changed in this epoch only: those bytes no view reads.
-		nc := slices.Clone(chain[:len(chain)-1])
-		b.vers.Store(&nc)
+		// No live view reads its bytes now: only its kept versions, if
+		// any, are still read.
+		chain = slices.Clone(chain[:len(chain)-1])
+		b.vers.Store(&chain)
+	}
+	if len(chain) == 0 {
+		return
 	}
 	if tx.gone == nil {
 		tx.gone = map[disk.LogicalAddr][]goneBlock{}
@@ -119,6 +124,11 @@ func (tx *Trans) pin(p pinned, at uint64) {
 func (tx *Trans) Trim(live []uint64) {
 	tx.vmu.Lock()
 	defer tx.vmu.Unlock()
+	if len(live) == 0 {
+		tx.liveTop.Store(0)
+	} else {
+		tx.liveTop.Store(live[len(live)-1] + 1)
+	}
 	for at, list := range tx.pins {
 		if _, ok := slices.BinarySearch(live, at); ok {
 			continue

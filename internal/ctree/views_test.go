@@ -179,16 +179,35 @@ func cloneModel(m map[disk.Key]string) map[disk.Key]string {
 	return c
 }
 
-// TestViewsUnpublishedCostNothing: without publications no block is
-// copied for views.
+// TestViewsUnpublishedCostNothing: without publications, or once Trim
+// was told no view is live, no block is copied for views; the next
+// publication protects its state again.
 func TestViewsUnpublishedCostNothing(t *testing.T) {
 	e := newEnv(t, 4096, Options{})
-	for i := 0; i < 300; i++ {
-		if err := e.tree.InsertItem(e.tx, disk.Key{ObjectID: disk.ObjectID(256 + i)}, []byte("data")); err != nil {
-			t.Fatal(err)
+	ins := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := e.tree.InsertItem(e.tx, disk.Key{ObjectID: disk.ObjectID(256 + i)}, []byte("data")); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	ins(0, 300)
 	if n := e.tx.KeptVersions(); n != 0 || len(e.tx.pins) != 0 {
 		t.Fatalf("%d versions kept without a publication", n)
+	}
+	e.tx.Publish()
+	e.tx.Trim(nil) // the view went away unread
+	ins(300, 600)
+	if n := e.tx.KeptVersions(); n != 0 || len(e.tx.pins) != 0 || len(e.tx.gone) != 0 {
+		t.Fatalf("%d versions kept with no live view", n)
+	}
+	v := e.tx.Publish()
+	root := e.tree.Root()
+	ins(600, 900)
+	if e.tx.KeptVersions() == 0 {
+		t.Fatal("nothing kept for a live view")
+	}
+	if got := readAll(t, viewReader{e, v}, root); len(got) != 600 {
+		t.Fatalf("view reads %d items, want 600", len(got))
 	}
 }
