@@ -35,10 +35,10 @@ type Trans struct {
 	// write in (0 until the first publication); the rest is views.go's.
 	wep     atomic.Uint64
 	liveTop atomic.Uint64 // the newest live view's epoch + 1; 0 for none
-	vmu   sync.Mutex
-	pins  map[uint64][]pinned              // protected by vmu
-	gone  map[disk.LogicalAddr][]goneBlock // protected by mu
-	nvers atomic.Int64                     // versions kept besides the current ones
+	vmu     sync.Mutex
+	pins    map[uint64][]pinned              // protected by vmu
+	gone    map[disk.LogicalAddr][]goneBlock // protected by mu
+	nvers   atomic.Int64                     // versions kept besides the current ones
 }
 
 // NewTrans starts the engine's view of transaction gen over s. Counters go
