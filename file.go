@@ -118,8 +118,34 @@ func (f *File) pathErr(op string, err error) error {
 	return &fs.PathError{Op: op, Path: f.name, Err: err}
 }
 
-// ReadAt reads len(p) bytes at offset off; safe for concurrent use.
+// ReadAt reads len(p) bytes at offset off; safe for concurrent use. On a
+// writable FS each piece of viewPiece bytes is read in a view of its own.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	total := 0
+	for {
+		q := p[total:]
+		if f.fsys.w != nil && len(q) > viewPiece {
+			q = q[:viewPiece]
+		}
+		n, err := f.readAtOne(q, off+int64(total))
+		total += n
+		if err != nil || n < len(q) || total == len(p) {
+			return total, err
+		}
+	}
+}
+
+// viewPiece bounds what one read of a writable FS's file data reads in
+// one view: a longer read takes a view per piece, each showing every
+// change returned before it. So no read holds a view longer than one
+// piece takes, and the first change after a commit, which waits until
+// the reads of older views are over (writer.drainViews), waits for at
+// most that (docs/design/0009, "How long a view lives").
+const viewPiece = 4 << 20
+
+// readAtOne is ReadAt in one view, tried once more in the current view
+// when it may have met bytes rewritten in place (FS.staleCorrupt).
+func (f *File) readAtOne(p []byte, off int64) (int, error) {
 	for try := 0; ; try++ {
 		n, err, stale := f.readAtView(p, off)
 		if try > 0 || !stale {
@@ -202,14 +228,7 @@ func (f *File) Read(p []byte) (int, error) {
 	if f.closed {
 		return 0, f.pathErr("read", fs.ErrClosed)
 	}
-	var (
-		n     int
-		err   error
-		stale bool
-	)
-	for try := 0; try == 0 || stale && try < 2; try++ {
-		n, err, stale = f.readAtView(p, f.off)
-	}
+	n, err := f.ReadAt(p, f.off)
 	f.off += int64(n)
 	if err == io.EOF && n > 0 {
 		err = nil

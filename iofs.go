@@ -81,35 +81,55 @@ func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 // ReadFile returns the contents of the named file.
 func (fsys *FS) ReadFile(name string) ([]byte, error) {
 	for try := 0; ; try++ {
-		b, err, stale := fsys.readFileView(name)
+		b, n, f, err, stale := fsys.readFileView(name)
 		if try > 0 || !stale {
-			return b, err
+			if err == nil && f != nil && n < len(b) {
+				// Past the first piece, a view per piece (File.ReadAt).
+				var m int
+				m, err = f.ReadAt(b[n:], int64(n))
+				if n += m; err == io.EOF {
+					err = nil
+				}
+			}
+			return b[:n], err
 		}
 	}
 }
 
-// readFileView is ReadFile in one view; stale as for File.readAtView.
-func (fsys *FS) readFileView(name string) (_ []byte, _ error, stale bool) {
+// readFileView is ReadFile in one view: a buffer of the file's size with
+// its first n bytes read. On a writable FS it reads at most viewPiece
+// bytes and returns the open file f to read the rest through. stale as
+// for File.readAtView.
+func (fsys *FS) readFileView(name string) (_ []byte, n int, f *File, _ error, stale bool) {
 	r, done := fsys.reader()
 	defer done()
 	f, err := r.openFile(fsys, name)
 	if err != nil {
-		return nil, err, false
+		return nil, 0, nil, err, false
 	}
 	st := f.st.Load()
 	if st.in.isDir() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}, false
+		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}, false
 	}
 	size := st.in.item.Size
 	if size > uint64(maxReadFile) {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}, false
+		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}, false
 	}
 	buf := make([]byte, size)
-	n, err := f.readAtState(r, st, buf, 0)
-	if err == io.EOF && n == len(buf) {
+	first, more := buf, f
+	if fsys.w != nil && len(first) > viewPiece {
+		first = first[:viewPiece]
+	} else {
+		more = nil
+	}
+	n, err = f.readAtState(r, st, first, 0)
+	if err == io.EOF && n == len(first) {
 		err = nil
 	}
-	return buf[:n], err, r.staleCorrupt(err)
+	if n < len(first) {
+		buf, more = buf[:n], nil // short: the file ended
+	}
+	return buf, n, more, err, r.staleCorrupt(err)
 }
 
 // maxReadFile bounds ReadFile's allocation; larger files are read through

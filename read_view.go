@@ -155,13 +155,15 @@ const readWindow = 100 * time.Millisecond
 
 // runEnded is called at the end of each run of changes, w.mu held
 // exclusively, the read side showing the run's result. While reads are
-// going on (one took a view in the last readWindow) it publishes that
+// going on (one holds a view, or took one in the last readWindow) it
+// publishes that
 // result, so reads keep finding a current view and never wait. Otherwise
 // it only marks the view stale and lets it go: the blocks the next runs
 // change are then copied for no one, and the first read that comes
 // publishes (freshView).
 func (w *writer) runEnded() {
-	if time.Now().UnixNano()-w.lastRead.Load() < int64(readWindow) {
+	if len(w.views) > 1 || w.pub.Load().refs.Load() > 0 ||
+		time.Now().UnixNano()-w.lastRead.Load() < int64(readWindow) {
 		w.main.publish()
 		return
 	}

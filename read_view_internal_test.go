@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand"
 	"sync"
@@ -492,4 +493,126 @@ func writersDone(fsys *FS, writers, rounds int) bool {
 		}
 	}
 	return true
+}
+
+// TestQuietWritesCopyNothing: while no read comes, runs of changes publish
+// no view and the engine keeps no block for views; the first read then
+// publishes and sees every change that returned (read-your-writes); while
+// reads go on, runs publish and a view a read holds keeps its state.
+func TestQuietWritesCopyNothing(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	w := fsys.w
+	w.lastRead.Store(0) // no read yet, whatever opening read
+	tx := func() *txBlocks {
+		tb, _ := fsys.blocks.(*txBlocks)
+		return tb
+	}
+	// A read publishes a view of the running transaction; then reads
+	// stop (the clock of the last read is set back). The run after it
+	// still copies what it changes for that view, which it then lets
+	// go: from there on nothing is copied.
+	if err := fsys.WriteFile("f0", stamped(0, 3000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wantFile(fsys, "f0", stamped(0, 3000))(); err != nil {
+		t.Fatal(err)
+	}
+	w.lastRead.Store(0)
+	if err := fsys.Chmod("f0", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, c0 := tx().tx.KeptVersions()
+	for i := range 40 {
+		if err := fsys.WriteFile(fmt.Sprintf("f%d", i), stamped(uint64(i), 3000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.Chmod(fmt.Sprintf("f%d", i), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !w.stale.Load() {
+		t.Fatal("runs without reads published a view")
+	}
+	if n, c := tx().tx.KeptVersions(); n != 0 || c != c0 {
+		t.Fatalf("%d block versions kept, %d copied, while no read came", n, c-c0)
+	}
+	for i := range 40 {
+		if err := wantFile(fsys, fmt.Sprintf("f%d", i), stamped(uint64(i), 3000))(); err != nil {
+			t.Fatal("first read after quiet writes:", err)
+		}
+	}
+	// Reads go on now: a run publishes, and a held view keeps its state
+	// while later runs change the blocks it reads.
+	r, release := fsys.reader()
+	for i := range 40 {
+		if err := fsys.WriteFile(fmt.Sprintf("f%d", i), stamped(uint64(100+i), 3000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.stale.Load() {
+		t.Fatal("a run while reads go on left the view stale")
+	}
+	if n, _ := tx().tx.KeptVersions(); n == 0 {
+		t.Fatal("no block kept for the view a read holds")
+	}
+	for i := range 40 {
+		if err := wantFile(r, fmt.Sprintf("f%d", i), stamped(uint64(i), 3000))(); err != nil {
+			t.Fatal("held view:", err)
+		}
+		if err := wantFile(fsys, fmt.Sprintf("f%d", i), stamped(uint64(100+i), 3000))(); err != nil {
+			t.Fatal("new reads:", err)
+		}
+	}
+	release()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+}
+
+// TestLongReadsInPieces: reads longer than a view's piece (ReadFile,
+// File.ReadAt, File.Read) return the whole contents, at piece boundaries
+// and past them, and end at EOF as before.
+func TestLongReadsInPieces(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	want := make([]byte, 2*viewPiece+12345)
+	rand.New(rand.NewSource(1)).Read(want)
+	if err := fsys.WriteFile("big", want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		got, err := fsys.ReadFile("big")
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("round %d: ReadFile: %d bytes (%v), equal %v", round, len(got), err, bytes.Equal(got, want))
+		}
+		f, err := fsys.OpenFile("big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, len(want)+100)
+		n, err := f.ReadAt(p, 7)
+		if n != len(want)-7 || err != io.EOF || !bytes.Equal(p[:n], want[7:]) {
+			t.Fatalf("round %d: ReadAt: %d bytes (%v)", round, n, err)
+		}
+		all, err := io.ReadAll(struct{ io.Reader }{f})
+		if err != nil || !bytes.Equal(all, want) {
+			t.Fatalf("round %d: Read: %d bytes (%v)", round, len(all), err)
+		}
+		f.Close()
+		if err := fsys.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -39,6 +39,7 @@ type Trans struct {
 	pins    map[uint64][]pinned              // protected by vmu
 	gone    map[disk.LogicalAddr][]goneBlock // protected by mu
 	nvers   atomic.Int64                     // versions kept besides the current ones
+	copies  atomic.Int64                     // blocks copied for views
 }
 
 // NewTrans starts the engine's view of transaction gen over s. Counters go

@@ -61,8 +61,9 @@ func (tx *Trans) Publish() (v uint64) {
 }
 
 // KeptVersions returns the number of block versions kept for views
-// besides the blocks' current bytes (for tests and measurements).
-func (tx *Trans) KeptVersions() int64 { return tx.nvers.Load() }
+// besides the blocks' current bytes, and the number of blocks copied for
+// views so far (for tests and measurements).
+func (tx *Trans) KeptVersions() (now, copies int64) { return tx.nvers.Load(), tx.copies.Load() }
 
 // keepForViews leaves b's bytes to the views published since they were
 // written and gives b a copy of them, of epoch e, to change. Called with
@@ -77,6 +78,7 @@ func (tx *Trans) keepForViews(b *block, e uint64) {
 	b.buf, b.ep = nb, e
 	b.vers.Store(&nc)
 	tx.nvers.Add(1)
+	tx.copies.Add(1)
 	tx.pin(pinned{b: b, ep: old}, e-1)
 }
 

@@ -139,7 +139,7 @@ func TestViewVersions(t *testing.T) {
 		views = nil
 		last := e.tx.Publish()
 		e.tx.Trim([]uint64{last})
-		if n := e.tx.KeptVersions(); n != 0 {
+		if n, _ := e.tx.KeptVersions(); n != 0 {
 			t.Fatalf("round %d: %d versions kept with no view", round, n)
 		}
 		if len(e.tx.gone) != 0 {
@@ -192,19 +192,19 @@ func TestViewsUnpublishedCostNothing(t *testing.T) {
 		}
 	}
 	ins(0, 300)
-	if n := e.tx.KeptVersions(); n != 0 || len(e.tx.pins) != 0 {
+	if n, c := e.tx.KeptVersions(); n != 0 || c != 0 || len(e.tx.pins) != 0 {
 		t.Fatalf("%d versions kept without a publication", n)
 	}
 	e.tx.Publish()
 	e.tx.Trim(nil) // the view went away unread
 	ins(300, 600)
-	if n := e.tx.KeptVersions(); n != 0 || len(e.tx.pins) != 0 || len(e.tx.gone) != 0 {
+	if n, c := e.tx.KeptVersions(); n != 0 || c != 0 || len(e.tx.pins) != 0 || len(e.tx.gone) != 0 {
 		t.Fatalf("%d versions kept with no live view", n)
 	}
 	v := e.tx.Publish()
 	root := e.tree.Root()
 	ins(600, 900)
-	if e.tx.KeptVersions() == 0 {
+	if n, _ := e.tx.KeptVersions(); n == 0 {
 		t.Fatal("nothing kept for a live view")
 	}
 	if got := readAll(t, viewReader{e, v}, root); len(got) != 600 {
