@@ -83,7 +83,12 @@ func (f *File) state(r *FS) (*fileState, error) {
 		return nil, fs.ErrNotExist
 	}
 	nst := &fileState{ver: ver, in: in}
-	f.st.CompareAndSwap(st, nst)
+	if ver > st.ver {
+		// Kept for the reads after it. A read of an older view (versions
+		// only grow) keeps its state to itself: it would make the reads
+		// of the newer views load theirs again.
+		f.st.CompareAndSwap(st, nst)
+	}
 	return nst, nil
 }
 
