@@ -468,7 +468,14 @@ func (w *writer) combine(r *changeReq) {
 		// Handed the combiner's role, with r still queued.
 	} else {
 		w.combining = true
+		alone := len(w.queue) == 1
 		w.qmu.Unlock()
+		if alone {
+			// Reads no longer hold the lock (read_view.go), so nothing
+			// else makes changes queue up behind a combiner: let the
+			// changes already on their way join this batch.
+			runtime.Gosched()
+		}
 	}
 	for {
 		w.qmu.Lock()
