@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/chunk"
 	"github.com/gobtrfs/btrfs/internal/disk"
@@ -27,8 +28,12 @@ type logicalReader interface {
 // against their own expectations.
 type blockReader struct {
 	lr     logicalReader
-	params disk.BlockParams
-	items  disk.ItemCheckParams
+	params disk.BlockParams     // immutable; SuperGen is superGen's
+	items  disk.ItemCheckParams // immutable; SuperGen is superGen's
+	// superGen is the generation checks allow blocks and items up to (one
+	// more: the running transaction's): it moves with each commit while
+	// reads of published views run (read_view.go).
+	superGen atomic.Uint64
 
 	mu    sync.Mutex
 	lru   *list.List // of *cachedBlock, most recent first; protected by mu
@@ -49,20 +54,29 @@ func newBlockReader(lr logicalReader, p disk.BlockParams, items disk.ItemCheckPa
 	if max < 16 {
 		max = 16
 	}
-	return &blockReader{lr: lr, params: p, items: items, lru: list.New(),
+	br := &blockReader{lr: lr, params: p, items: items, lru: list.New(),
 		index: make(map[disk.LogicalAddr]*list.Element), max: max}
+	br.superGen.Store(uint64(p.SuperGen))
+	return br
+}
+
+// blockParams returns the block checks' parameters as of now.
+func (br *blockReader) blockParams() disk.BlockParams {
+	p := br.params
+	p.SuperGen = disk.Generation(br.superGen.Load())
+	return p
 }
 
 // ReadBlock implements ctree.Reader.
 func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
 	if n, pinned := br.cached(addr); pinned {
 		// The newest block at addr, maybe not on the devices yet.
-		if err := n.CheckExpect(br.params, e); err != nil {
+		if err := n.CheckExpect(br.blockParams(), e); err != nil {
 			return nil, err
 		}
 		return n, nil
 	} else if n != nil {
-		err := n.CheckExpect(br.params, e)
+		err := n.CheckExpect(br.blockParams(), e)
 		if err == nil {
 			return n, nil
 		}
@@ -99,11 +113,12 @@ func (br *blockReader) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Nod
 
 // check runs every read-time check on one copy of a block.
 func (br *blockReader) check(n disk.Node, e disk.Expect) error {
-	if err := n.Check(br.params, e); err != nil {
+	if err := n.Check(br.blockParams(), e); err != nil {
 		return err
 	}
 	if n.IsLeaf() {
 		ip := br.items
+		ip.SuperGen = disk.Generation(br.superGen.Load())
 		ip.Tree = n.Owner()
 		if err := disk.CheckLeafItems(n, ip); err != nil {
 			return locate(err, e.Bytenr, n.Owner())
@@ -155,10 +170,9 @@ func (br *blockReader) forget(addr disk.LogicalAddr) {
 
 // setGeneration moves the checks to a new commit: blocks and items of
 // generations up to gen are valid. Called with the writer's lock held
-// exclusively (readers hold it shared while they use params).
+// exclusively; reads of published views run meanwhile, hence the atomic.
 func (br *blockReader) setGeneration(gen disk.Generation) {
-	br.params.SuperGen = gen
-	br.items.SuperGen = gen
+	br.superGen.Store(uint64(gen))
 }
 
 // Put implements txn.BlockCache: a block the write side is writing at

@@ -92,13 +92,13 @@ func (d *fsDirEntry) Type() fs.FileMode {
 	return FileModeOf(mode).Type()
 }
 func (d *fsDirEntry) Info() (fs.FileInfo, error) {
-	d.fsys.rlock()
-	defer d.fsys.runlock()
-	dir, err := d.fsys.fresh(d.dir)
+	r, done := d.fsys.reader()
+	defer done()
+	dir, err := r.fresh(d.dir)
 	if err != nil {
 		return nil, err
 	}
-	in, err := d.fsys.resolveEntry(dir, d.e)
+	in, err := r.resolveEntry(dir, d.e)
 	if err != nil {
 		return nil, err
 	}

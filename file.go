@@ -51,27 +51,31 @@ type fileState struct {
 	extErr  error
 }
 
-func newFile(fsys *FS, name string, in *inode) *File {
-	f := &File{fsys: fsys, name: name}
-	f.st.Store(&fileState{ver: fsys.version(), in: in})
+// newFile returns the File of inode in, which r (the read's view of
+// owner, FS.reader) loaded; the File keeps owner, so each later read
+// takes the view current then.
+func newFile(owner, r *FS, name string, in *inode) *File {
+	f := &File{fsys: owner, name: name}
+	f.st.Store(&fileState{ver: r.version(), in: in})
 	return f
 }
 
-// state returns the file's current inode and extents, reloading them when
-// the filesystem changed since they were loaded. The caller holds the read
-// lock (FS.rlock). A file whose inode is gone (removed while open) fails
+// state returns the file's inode and extents as read r (FS.reader) sees
+// them, reloading them when they were loaded at another version: not
+// only an older one, since two reads of one File may hold views of
+// different ages. A file whose inode is gone (removed while open) fails
 // with fs.ErrNotExist.
-func (f *File) state() (*fileState, error) {
+func (f *File) state(r *FS) (*fileState, error) {
 	st := f.st.Load()
-	ver := f.fsys.version()
+	ver := r.version()
 	if st.ver == ver {
 		return st, nil
 	}
-	sv, err := f.fsys.subvolume(st.in.sv.id)
+	sv, err := r.subvolume(st.in.sv.id)
 	if err != nil {
 		return nil, err
 	}
-	in, err := f.fsys.findInode(sv, st.in.ino)
+	in, err := r.findInode(sv, st.in.ino)
 	if err != nil {
 		return nil, err
 	}
@@ -79,15 +83,20 @@ func (f *File) state() (*fileState, error) {
 		return nil, fs.ErrNotExist
 	}
 	nst := &fileState{ver: ver, in: in}
-	f.st.CompareAndSwap(st, nst)
+	if ver > st.ver {
+		// Kept for the reads after it. A read of an older view (versions
+		// only grow) keeps its state to itself: it would make the reads
+		// of the newer views load theirs again.
+		f.st.CompareAndSwap(st, nst)
+	}
 	return nst, nil
 }
 
 // Stat returns the file's FileInfo.
 func (f *File) Stat() (fs.FileInfo, error) {
-	f.fsys.rlock()
-	defer f.fsys.runlock()
-	st, err := f.state()
+	r, done := f.fsys.reader()
+	defer done()
+	st, err := f.state(r)
 	if err != nil {
 		return nil, f.pathErr("stat", err)
 	}
@@ -114,19 +123,57 @@ func (f *File) pathErr(op string, err error) error {
 	return &fs.PathError{Op: op, Path: f.name, Err: err}
 }
 
-// ReadAt reads len(p) bytes at offset off; safe for concurrent use.
+// ReadAt reads len(p) bytes at offset off; safe for concurrent use. On a
+// writable FS each piece of viewPiece bytes is read in a view of its own.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	f.fsys.rlock()
-	defer f.fsys.runlock()
-	st, err := f.state()
-	if err != nil {
-		return 0, f.pathErr("read", err)
+	total := 0
+	for {
+		q := p[total:]
+		if f.fsys.w != nil && len(q) > viewPiece {
+			q = q[:viewPiece]
+		}
+		n, err := f.readAtOne(q, off+int64(total))
+		total += n
+		if err != nil || n < len(q) || total == len(p) {
+			return total, err
+		}
 	}
-	return f.readAtState(st, p, off)
 }
 
-// readAtState is ReadAt over one loaded state, with the read lock held.
-func (f *File) readAtState(st *fileState, p []byte, off int64) (int, error) {
+// viewPiece bounds what one read of a writable FS's file data reads in
+// one view: a longer read takes a view per piece, each showing every
+// change returned before it. So no read holds a view longer than one
+// piece takes, and the first change after a commit, which waits until
+// the reads of older views are over (writer.drainViews), waits for at
+// most that (docs/design/0009, "How long a view lives").
+const viewPiece = 4 << 20
+
+// readAtOne is ReadAt in one view, tried once more in the current view
+// when it may have met bytes rewritten in place (FS.staleCorrupt).
+func (f *File) readAtOne(p []byte, off int64) (int, error) {
+	for try := 0; ; try++ {
+		n, err, stale := f.readAtView(p, off)
+		if try > 0 || !stale {
+			return n, err
+		}
+	}
+}
+
+// readAtView is ReadAt in one view; stale reports a checksum failure
+// that reading the current view may not have (FS.staleCorrupt).
+func (f *File) readAtView(p []byte, off int64) (n int, err error, stale bool) {
+	r, done := f.fsys.reader()
+	defer done()
+	st, err := f.state(r)
+	if err != nil {
+		return 0, f.pathErr("read", err), false
+	}
+	n, err = f.readAtState(r, st, p, off)
+	return n, err, r.staleCorrupt(err)
+}
+
+// readAtState is ReadAt over one loaded state, in read r's view.
+func (f *File) readAtState(r *FS, st *fileState, p []byte, off int64) (int, error) {
 	if st.in.isDir() {
 		return 0, f.pathErr("read", syscall.EISDIR)
 	}
@@ -141,7 +188,7 @@ func (f *File) readAtState(st *fileState, p []byte, off int64) (int, error) {
 	if int64(len(p)) > size-off {
 		want = p[:size-off]
 	}
-	if err := f.readAt(st, want, uint64(off)); err != nil {
+	if err := f.readAt(r, st, want, uint64(off)); err != nil {
 		return 0, f.pathErr("read", err)
 	}
 	if len(want) < len(p) {
@@ -151,13 +198,13 @@ func (f *File) readAtState(st *fileState, p []byte, off int64) (int, error) {
 }
 
 // readAt fills p from file offset off, which lies within i_size.
-func (f *File) readAt(st *fileState, p []byte, off uint64) error {
-	exts, err := st.extents(f.fsys)
+func (f *File) readAt(r *FS, st *fileState, p []byte, off uint64) error {
+	exts, err := st.extents(r)
 	if err != nil {
 		return err
 	}
 	i := findExtent(exts, off)
-	v := f.fsys.dataView()
+	v := r.dataView()
 	for len(p) > 0 {
 		if i >= len(exts) || exts[i].start >= off+uint64(len(p)) {
 			clear(p) // a hole up to the end of the request
@@ -181,20 +228,12 @@ func (f *File) readAt(st *fileState, p []byte, off uint64) error {
 
 // Read reads from the current offset.
 func (f *File) Read(p []byte) (int, error) {
-	// Lock order: the FS read lock before the file's own (Seek and ReadDir
-	// take them in this order too).
-	f.fsys.rlock()
-	defer f.fsys.runlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return 0, f.pathErr("read", fs.ErrClosed)
 	}
-	st, err := f.state()
-	if err != nil {
-		return 0, f.pathErr("read", err)
-	}
-	n, err := f.readAtState(st, p, f.off)
+	n, err := f.ReadAt(p, f.off)
 	f.off += int64(n)
 	if err == io.EOF && n > 0 {
 		err = nil
@@ -205,11 +244,11 @@ func (f *File) Read(p []byte) (int, error) {
 // Seek sets the offset for the next Read, as lseek does, including
 // SeekData and SeekHole.
 func (f *File) Seek(offset int64, whence int) (int64, error) {
-	f.fsys.rlock()
-	defer f.fsys.runlock()
+	r, done := f.fsys.reader()
+	defer done()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st, err := f.state()
+	st, err := f.state(r)
 	if err != nil {
 		return 0, f.pathErr("seek", err)
 	}
@@ -224,7 +263,7 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 		pos = size + offset
 	case SeekData, SeekHole:
 		var err error
-		if pos, err = f.seekDataHole(st, offset, whence == SeekData); err != nil {
+		if pos, err = f.seekDataHole(r, st, offset, whence == SeekData); err != nil {
 			return 0, err
 		}
 	default:
@@ -247,23 +286,23 @@ func (f *File) SeekDataAt(off int64) (int64, error) { return f.seekAt(off, true)
 func (f *File) SeekHoleAt(off int64) (int64, error) { return f.seekAt(off, false) }
 
 func (f *File) seekAt(off int64, data bool) (int64, error) {
-	f.fsys.rlock()
-	defer f.fsys.runlock()
-	st, err := f.state()
+	r, done := f.fsys.reader()
+	defer done()
+	st, err := f.state(r)
 	if err != nil {
 		return 0, f.pathErr("seek", err)
 	}
-	return f.seekDataHole(st, off, data)
+	return f.seekDataHole(r, st, off, data)
 }
 
 // seekDataHole finds the next data (or hole) offset at or after off. Past
 // the end it fails with ENXIO, as Linux does.
-func (f *File) seekDataHole(st *fileState, off int64, data bool) (int64, error) {
+func (f *File) seekDataHole(r *FS, st *fileState, off int64, data bool) (int64, error) {
 	size := int64(st.in.item.Size)
 	if off < 0 || off >= size {
 		return 0, f.pathErr("seek", syscall.ENXIO)
 	}
-	exts, err := st.extents(f.fsys)
+	exts, err := st.extents(r)
 	if err != nil {
 		return 0, f.pathErr("seek", err)
 	}
@@ -294,14 +333,15 @@ func (f *File) seekDataHole(st *fileState, off int64, data bool) (int64, error) 
 // ReadDir reads directory entries in the kernel's readdir order; n <= 0
 // reads all that remain.
 func (f *File) ReadDir(n int) ([]fs.DirEntry, error) {
-	f.fsys.rlock()
-	defer f.fsys.runlock()
-	return f.readDir(n)
+	r, done := f.fsys.reader()
+	defer done()
+	return f.readDir(r, n)
 }
 
-// readDir is ReadDir with the read lock held.
-func (f *File) readDir(n int) ([]fs.DirEntry, error) {
-	st, err := f.state()
+// readDir is ReadDir in read r's view. Its entries keep the File's FS:
+// their Info takes the view current then.
+func (f *File) readDir(r *FS, n int) ([]fs.DirEntry, error) {
+	st, err := f.state(r)
 	if err != nil {
 		return nil, f.pathErr("readdir", err)
 	}
@@ -316,7 +356,7 @@ func (f *File) readDir(n int) ([]fs.DirEntry, error) {
 		}
 		return nil, nil
 	}
-	ents, err := f.fsys.readDir(st.in, f.dirPos, n)
+	ents, err := r.readDir(st.in, f.dirPos, n)
 	if err != nil {
 		return nil, f.pathErr("readdir", err)
 	}

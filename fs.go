@@ -18,6 +18,9 @@ type FS struct {
 	top  *subvol // the view's root subvolume; immutable
 	view bool    // a view made by Subvolume: Close leaves the devices open
 	w    *writer // the write side of OpenWritable; nil for read-only opens
+	// rv, when set, is the published view this FS reads (FS.reader): a
+	// read's own FS, never the one the caller holds.
+	rv *readView
 }
 
 // volume is the state every view of one filesystem shares.
@@ -56,8 +59,8 @@ type subvol struct {
 
 // SectorSize is the filesystem's sector size.
 func (fsys *FS) SectorSize() uint32 {
-	fsys.rlock() // a commit replaces fsys.sb (with the same sector size)
-	defer fsys.runlock()
+	fsys, done := fsys.reader() // a commit replaces fsys.sb (with the same sector size)
+	defer done()
 	return fsys.sb.SectorSize
 }
 
@@ -74,14 +77,16 @@ func (fsys *FS) Close() error {
 	return errors.Join(errs...)
 }
 
-// rlock holds the read side steady for one read; runlock releases it.
-// On a writable FS a change swaps the roots reads start from and edits the
-// running transaction's blocks in place, and a commit moves the read side
-// to the new roots, so a read holds the writer's lock shared: reads never
-// wait for one another, only for a change or commit in progress, and never
-// see half a change. Read-only opens never change: no lock. Public read
-// methods take it once at their start and call only unlocked helpers
-// (a second RLock in one goroutine can deadlock behind a waiting writer).
+// rlock holds the live read side steady for one read; runlock releases
+// it. On a writable FS a change swaps the roots reads start from and
+// edits the running transaction's blocks in place, and a commit moves the
+// read side to the new roots, so a read of the live side holds the
+// writer's lock shared. Most public reads read a published view instead
+// (FS.reader, read_view.go) and never wait; the few that need the running
+// transaction's own bookkeeping (FileExtents, the space reports) still
+// take this lock. Read-only opens never change: no lock. Such methods
+// take it once at their start and call only unlocked helpers (a second
+// RLock in one goroutine can deadlock behind a waiting writer).
 func (fsys *FS) rlock() {
 	if fsys.w != nil {
 		fsys.w.mu.RLock()
@@ -100,6 +105,9 @@ func (fsys *FS) runlock() {
 func (fsys *FS) version() uint64 {
 	if fsys.w == nil {
 		return 0
+	}
+	if fsys.rv != nil {
+		return fsys.rv.version
 	}
 	return fsys.w.version.Load()
 }

@@ -49,8 +49,8 @@ type BlockGroupInfo struct {
 // Info reads the summary: devices from the chunk tree, block groups from
 // the extent tree (or the block-group tree when the filesystem has one).
 func (fsys *FS) Info() (*Info, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	sb := fsys.sb
 	info := &Info{Label: sb.LabelString(), UUID: sb.FSID.String(), Generation: uint64(sb.Generation),
 		NodeSize: sb.NodeSize, SectorSize: sb.SectorSize, Checksum: sb.CsumType.String(),

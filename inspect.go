@@ -41,8 +41,8 @@ func (v inside) ReadBlockAt(addr disk.LogicalAddr) (disk.Node, error) {
 // superblock returns a copy of the superblock of the last commit (the one
 // the filesystem was opened from, for read-only opens).
 func (fsys *FS) superblock() disk.Superblock {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	return *fsys.sb
 }
 
@@ -54,8 +54,8 @@ func (fsys *FS) chunkRoot() ctree.Root {
 
 // trees lists every tree with a ROOT_ITEM in the root tree, in key order.
 func (fsys *FS) trees() ([]fsview.TreeRoot, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	c := fsys.cursor(fsys.rootTree)
 	var out []fsview.TreeRoot
 	ok, err := c.First()

@@ -25,24 +25,25 @@ func (fsys *FS) Open(name string) (fs.File, error) { return fsys.OpenFile(name) 
 
 // OpenFile is Open returning the concrete type.
 func (fsys *FS) OpenFile(name string) (*File, error) {
-	fsys.rlock()
-	defer fsys.runlock()
-	return fsys.openFile(name)
+	r, done := fsys.reader()
+	defer done()
+	return r.openFile(fsys, name)
 }
 
-// openFile is OpenFile with the read lock held.
-func (fsys *FS) openFile(name string) (*File, error) {
+// openFile is OpenFile in read fsys's view (FS.reader) of owner, which
+// the File keeps.
+func (fsys *FS) openFile(owner *FS, name string) (*File, error) {
 	in, err := fsys.walk("open", name, true)
 	if err != nil {
 		return nil, err
 	}
-	return newFile(fsys, name, in), nil
+	return newFile(owner, fsys, name, in), nil
 }
 
 // Stat describes the named file, following symlinks.
 func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	in, err := fsys.walk("stat", name, true)
 	if err != nil {
 		return nil, err
@@ -52,8 +53,8 @@ func (fsys *FS) Stat(name string) (fs.FileInfo, error) {
 
 // Lstat describes the named file without following a final symlink.
 func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	in, err := fsys.walk("lstat", name, false)
 	if err != nil {
 		return nil, err
@@ -63,13 +64,13 @@ func (fsys *FS) Lstat(name string) (fs.FileInfo, error) {
 
 // ReadDir lists the named directory sorted by name, as io/fs requires.
 func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
-	fsys.rlock()
-	defer fsys.runlock()
-	f, err := fsys.openFile(name)
+	r, done := fsys.reader()
+	defer done()
+	f, err := r.openFile(fsys, name)
 	if err != nil {
 		return nil, err
 	}
-	ents, err := f.readDir(-1)
+	ents, err := f.readDir(r, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -79,26 +80,56 @@ func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 
 // ReadFile returns the contents of the named file.
 func (fsys *FS) ReadFile(name string) ([]byte, error) {
-	fsys.rlock()
-	defer fsys.runlock()
-	f, err := fsys.openFile(name)
+	for try := 0; ; try++ {
+		b, n, f, err, stale := fsys.readFileView(name)
+		if try > 0 || !stale {
+			if err == nil && f != nil && n < len(b) {
+				// Past the first piece, a view per piece (File.ReadAt).
+				var m int
+				m, err = f.ReadAt(b[n:], int64(n))
+				if n += m; err == io.EOF {
+					err = nil
+				}
+			}
+			return b[:n], err
+		}
+	}
+}
+
+// readFileView is ReadFile in one view: a buffer of the file's size with
+// its first n bytes read. On a writable FS it reads at most viewPiece
+// bytes and returns the open file f to read the rest through. stale as
+// for File.readAtView.
+func (fsys *FS) readFileView(name string) (_ []byte, n int, f *File, _ error, stale bool) {
+	r, done := fsys.reader()
+	defer done()
+	f, err := r.openFile(fsys, name)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err, false
 	}
 	st := f.st.Load()
 	if st.in.isDir() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}, false
 	}
 	size := st.in.item.Size
 	if size > uint64(maxReadFile) {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}
+		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}, false
 	}
 	buf := make([]byte, size)
-	n, err := f.readAtState(st, buf, 0)
-	if err == io.EOF && n == len(buf) {
+	first, more := buf, f
+	if fsys.w != nil && len(first) > viewPiece {
+		first = first[:viewPiece]
+	} else {
+		more = nil
+	}
+	n, err = f.readAtState(r, st, first, 0)
+	if err == io.EOF && n == len(first) {
 		err = nil
 	}
-	return buf[:n], err
+	if n < len(first) {
+		buf, more = buf[:n], nil // short: the file ended
+	}
+	return buf, n, more, err, r.staleCorrupt(err)
 }
 
 // maxReadFile bounds ReadFile's allocation; larger files are read through
@@ -107,8 +138,8 @@ const maxReadFile = 1 << 34
 
 // ReadLink returns the target of the named symlink.
 func (fsys *FS) ReadLink(name string) (string, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	in, err := fsys.walk("readlink", name, false)
 	if err != nil {
 		return "", err
@@ -129,9 +160,9 @@ func (fsys *FS) readlink(in *inode) (string, error) {
 	if size > 64<<10 {
 		return "", &fs.PathError{Op: "readlink", Err: syscall.ENAMETOOLONG}
 	}
-	f := newFile(fsys, "", in)
+	f := newFile(fsys, fsys, "", in)
 	buf := make([]byte, size)
-	if err := f.readAt(f.st.Load(), buf, 0); err != nil {
+	if err := f.readAt(fsys, f.st.Load(), buf, 0); err != nil {
 		return "", err
 	}
 	return string(buf), nil

@@ -16,8 +16,8 @@ import (
 // knows the inode, not a path. An inode that is gone (or never was) is
 // fs.ErrNotExist. The FileInfo's name is the inode number.
 func (fsys *FS) StatInode(subvol, ino uint64) (fs.FileInfo, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	name := strconv.FormatUint(ino, 10)
 	in, err := fsys.inodeByNumber(subvol, ino)
 	if err != nil {
@@ -34,8 +34,8 @@ func (fsys *FS) StatInode(subvol, ino uint64) (fs.FileInfo, error) {
 // slash are EINVAL; a missing name is fs.ErrNotExist; a dir that is not a
 // directory ENOTDIR.
 func (fsys *FS) LookupInode(subvol, dir uint64, name string) (fs.FileInfo, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	perr := func(err error) error { return &fs.PathError{Op: "lookup", Path: name, Err: err} }
 	if name == "" || name == "." || name == ".." || strings.IndexByte(name, '/') >= 0 {
 		return nil, perr(fs.ErrInvalid)
@@ -67,14 +67,14 @@ func (fsys *FS) LookupInode(subvol, dir uint64, name string) (fs.FileInfo, error
 // itself (there is no path to follow). A FUSE open knows the inode, not a
 // path.
 func (fsys *FS) OpenInode(subvol, ino uint64) (*File, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	r, done := fsys.reader()
+	defer done()
 	name := strconv.FormatUint(ino, 10)
-	in, err := fsys.inodeByNumber(subvol, ino)
+	in, err := r.inodeByNumber(subvol, ino)
 	if err != nil {
 		return nil, &fs.PathError{Op: "openinode", Path: name, Err: err}
 	}
-	return newFile(fsys, name, in), nil
+	return newFile(fsys, r, name, in), nil
 }
 
 // inodeByNumber loads inode ino of subvolume subvol at the current root.

@@ -76,8 +76,8 @@ func (fsys *FS) Space() ([]SpaceInfo, error) {
 
 // globalReserve is the size of the kernel's global block reserve.
 func (fsys *FS) globalReserve() (uint64, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	fst := fsys.sb.CompatROFlags&disk.CompatROFreeSpaceTree != 0
 	var used, roots uint64
 	for _, id := range []disk.ObjectID{disk.ExtentTreeObjectID, disk.CsumTreeObjectID, disk.FreeSpaceTreeObjectID, disk.BlockGroupTreeObjectID} {

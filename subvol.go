@@ -38,8 +38,8 @@ type SubvolumeInfo struct {
 // order, with its path from the top level. Subvolumes being deleted (no
 // back reference left) are omitted, as btrfs-progs does.
 func (fsys *FS) Subvolumes() ([]SubvolumeInfo, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	c := fsys.cursor(fsys.rootTree)
 	var out []SubvolumeInfo
 	ok, err := c.Seek(disk.Key{ObjectID: disk.FirstFreeObjectID, Type: disk.RootItemKey})
@@ -159,8 +159,8 @@ func (fsys *FS) inodePath(sv *subvol, ino disk.ObjectID) (string, error) {
 // kernel mounts when no subvol option is given (5 unless set-default
 // changed it).
 func (fsys *FS) DefaultSubvolume() (uint64, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	return fsys.defaultSubvolume()
 }
 
@@ -187,25 +187,26 @@ func (fsys *FS) defaultSubvolume() (uint64, error) {
 // Subvolume returns a view of the filesystem rooted at subvolume id, sharing
 // fsys' devices and caches. Closing the view does nothing; close fsys.
 func (fsys *FS) Subvolume(id uint64) (*FS, error) {
-	fsys.rlock()
-	defer fsys.runlock()
-	sv, err := fsys.subvolume(disk.ObjectID(id))
+	r, done := fsys.reader()
+	defer done()
+	sv, err := r.subvolume(disk.ObjectID(id))
 	if err != nil {
 		return nil, fmt.Errorf("subvolume %d: %w", id, err)
 	}
 	if !disk.ObjectID(id).IsFSTree() {
 		return nil, fmt.Errorf("tree %d is not a subvolume", id)
 	}
-	// The view shares the write side's lock and version (it reads through
-	// the same running transaction) but refuses changes (view is set).
+	// The view shares the write side (its reads take the published views
+	// of the same running transaction, FS.reader) but refuses changes
+	// (view is set).
 	return &FS{volume: fsys.volume, top: sv, view: true, w: fsys.w}, nil
 }
 
 // SubvolumeAt returns the id of the subvolume whose root directory is the
 // named path (following symlinks), or an error if the path is not one.
 func (fsys *FS) SubvolumeAt(name string) (uint64, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	in, err := fsys.walk("subvolume", name, true)
 	if err != nil {
 		return 0, err

@@ -12,8 +12,8 @@ import (
 // (5, path "", parent 0) included, as `btrfs subvolume show` needs it.
 // A missing id, or one being deleted, is fs.ErrNotExist.
 func (fsys *FS) SubvolumeInfoOf(id uint64) (*SubvolumeInfo, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	if !disk.ObjectID(id).IsFSTree() {
 		return nil, fmt.Errorf("subvolume %d: %w", id, fs.ErrNotExist)
 	}

@@ -27,9 +27,11 @@ var ErrAborted = errors.New("btrfs: transaction aborted, filesystem takes no mor
 // read path's cursors, because the transaction's dirty blocks live in the
 // engine and are not served to a ctree.Reader until they are written out.
 type writer struct {
-	// mu orders changes, commits and reads: changes and commits hold it
-	// exclusively, reads shared (FS.rlock), so a read sees the last
-	// commit or the running transaction between two whole changes.
+	// mu orders changes and commits: they hold it exclusively. Reads
+	// take the view published last (read_view.go) instead, so they see
+	// the last commit or the running transaction between two whole
+	// changes and never wait; only the few that need the live read side
+	// hold mu shared (FS.rlock).
 	mu sync.RWMutex
 	// version counts changes, commits and aborts; open Files compare it
 	// with the version they loaded their inode at.
@@ -79,6 +81,26 @@ type writer struct {
 	// prepared, when set (by tests), is called in each commit's critical
 	// section, after Prepare, with the commit's generation.
 	prepared func(gen uint64)
+
+	// The published views of the read side (read_view.go): pub is the
+	// current one; views, epoch and liveBuf are protected by mu, or by
+	// pubMu with mu held shared (a read that publishes, freshView). stale
+	// says pub is older than the running transaction; lastRead is when a
+	// read last took a view (UnixNano, kept to the millisecond). main is
+	// the FS OpenWritable returned, whose read side views copy.
+	pub      atomic.Pointer[readView]
+	views    []*readView
+	epoch    uint64
+	liveBuf  []uint64
+	pubMu    sync.Mutex
+	stale    atomic.Bool
+	lastRead atomic.Int64
+	main     *FS
+	// Test hooks: midRun, when set, is called in the middle of each run
+	// of changes, lock held, after the changes ran and before the view
+	// is published; drainHook each time drainViews waits.
+	midRun    func()
+	drainHook func()
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
@@ -89,8 +111,9 @@ type writer struct {
 //
 // The FS is safe for any number of goroutines. Its io/fs reads (Open,
 // Stat, ReadDir, Xattrs, ...) see every change made so far, committed or
-// not, never half of one; reads run beside one another, and wait only for
-// a change or commit in progress. Views made by Subvolume follow commits
+// not, never half of one; reads never wait, neither for one another nor
+// for changes or commits in progress (docs/design/0009, "Reads that never
+// stop"). Views made by Subvolume follow commits
 // too. Paths reach into nested subvolumes; read-only subvolumes refuse
 // changes (EROFS). opts may be nil.
 //
@@ -199,6 +222,7 @@ func (fsys *FS) finish(f *txn.Flight, seq uint64) error {
 // again from the new root tree.
 func (fsys *FS) followCommit() error {
 	w := fsys.w
+	defer w.main.publish()
 	sb := w.tfs.Super()
 	fsys.sb = &sb
 	fsys.br.setGeneration(sb.Generation)
@@ -444,7 +468,14 @@ func (w *writer) combine(r *changeReq) {
 		// Handed the combiner's role, with r still queued.
 	} else {
 		w.combining = true
+		alone := len(w.queue) == 1
 		w.qmu.Unlock()
+		if alone {
+			// Reads no longer hold the lock (read_view.go), so nothing
+			// else makes changes queue up behind a combiner: let the
+			// changes already on their way join this batch.
+			runtime.Gosched()
+		}
 	}
 	for {
 		w.qmu.Lock()
@@ -552,6 +583,10 @@ func (fsys *FS) changeLocked(w *writer, op, name string, fn func(c *wctx) (start
 		err = fsys.showTxn(w.t)
 		w.version.Add(1)
 		w.seq.Add(1)
+		if w.midRun != nil {
+			w.midRun()
+		}
+		w.runEnded()
 	}
 	if err == nil {
 		f, err := fsys.commitPastLimit(w)
@@ -752,7 +787,12 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		}
 	}()
 	if fail == nil && started.Load() > 0 {
-		fail = fsys.showTxn(w.t)
+		if fail = fsys.showTxn(w.t); fail == nil {
+			if w.midRun != nil {
+				w.midRun()
+			}
+			w.runEnded()
+		}
 	}
 	if fail != nil {
 		fsys.abortLocked(w, fail)
@@ -787,6 +827,9 @@ func (fsys *FS) beginChange(w *writer) (*wctx, error) {
 		return nil, ErrAborted
 	}
 	if w.t == nil {
+		// Views older than the current one may read bytes the commits
+		// before freed, which the new transaction may hand out.
+		fsys.drainReads()
 		if w.t, err = w.tfs.Begin(); err != nil {
 			return nil, err
 		}

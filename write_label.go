@@ -25,7 +25,7 @@ func (fsys *FS) SetLabel(label string) error {
 
 // Label returns the label of the last commit.
 func (fsys *FS) Label() string {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	return fsys.sb.LabelString()
 }

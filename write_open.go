@@ -67,6 +67,8 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 	w := &writer{path: path, opts: o, tfs: tfs, base: base, maxInline: maxInline(&o, fsys.sb), limit: o.dirtyLimit()}
 	w.close = func() error { return w.closeWriter(fsys) }
 	fsys.w = w
+	w.main = fsys
+	fsys.publish()
 	fsys.closers = []closerFunc{w.close}
 	// A log the kernel left is replayed and committed before anything
 	// else may change (logreplay.go).

@@ -43,6 +43,9 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 	if err := fsys.commitDurableLocked(); err != nil {
 		return old, err
 	}
+	// Reads of older views may still read what the resize moves or
+	// frees (read_view.go).
+	fsys.drainReads()
 	sb := w.tfs.Super()
 	grow := size > old
 	if grow {
@@ -73,6 +76,7 @@ func (fsys *FS) Resize(devid uint64, size uint64) (old uint64, err error) {
 	if err := fsys.followCommit(); err != nil {
 		return old, err
 	}
+	fsys.drainReads() // none reads past the new end when it is cut off
 	if !grow {
 		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
 			if err := os.Truncate(path, int64(size)); err != nil {

@@ -31,6 +31,7 @@ func (fsys *FS) Shrink() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	fsys.drainReads() // none reads past the new end when it is cut off
 	var terr error
 	if fi, err := os.Stat(w.path); err == nil && fi.Mode().IsRegular() && uint64(fi.Size()) > size {
 		terr = os.Truncate(w.path, int64(size))
@@ -45,6 +46,9 @@ func (fsys *FS) shrinkLocked(w *writer) (uint64, error) {
 	if err := fsys.commitDurableLocked(); err != nil {
 		return 0, err
 	}
+	// Reads of older views may still read what the shrink moves or
+	// frees (read_view.go).
+	fsys.drainReads()
 	t, err := w.tfs.Begin()
 	if err != nil {
 		return 0, &fs.PathError{Op: "shrink", Path: w.path, Err: err}

@@ -68,7 +68,7 @@ func (r *txBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, e
 		r.memo.m[addr] = memoBlock{n: n, v: v}
 		r.memo.mu.Unlock()
 	}
-	if err := n.CheckExpect(r.base.params, e); err != nil {
+	if err := n.CheckExpect(r.base.blockParams(), e); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -171,4 +171,5 @@ func (fsys *FS) showCommitted() {
 	fsys.mu.Unlock()
 	fsys.w.committed = nil
 	fsys.w.version.Add(1)
+	fsys.w.main.publish()
 }

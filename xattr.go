@@ -18,8 +18,8 @@ type Xattr struct {
 // namespace (user., trusted., security., system.), sorted by name. A final
 // symlink is not followed (like llistxattr).
 func (fsys *FS) Xattrs(name string) ([]Xattr, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	in, err := fsys.walk("listxattr", name, false)
 	if err != nil {
 		return nil, err
@@ -34,8 +34,8 @@ func (fsys *FS) Xattrs(name string) ([]Xattr, error) {
 // Getxattr returns one attribute of the named entry without following a
 // final symlink; a missing attribute is ENODATA, as lgetxattr says.
 func (fsys *FS) Getxattr(name, attr string) ([]byte, error) {
-	fsys.rlock()
-	defer fsys.runlock()
+	fsys, done := fsys.reader()
+	defer done()
 	in, err := fsys.walk("getxattr", name, false)
 	if err != nil {
 		return nil, err

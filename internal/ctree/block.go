@@ -3,6 +3,7 @@ package ctree
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -48,20 +49,69 @@ type block struct {
 	// contents that go with the count it reads (Trans.SnapshotVersion).
 	// Guarded by mu.
 	mod uint64
+	// tx is the transaction that made the block, for a private block;
+	// nil for committed blocks read from the store, which never change.
+	// Immutable.
+	tx *Trans
+	// ep is the view epoch buf belongs to: views published at ep or
+	// later see it (Trans.Publish). Guarded by mu.
+	ep uint64
+	// vers is what published views read of a private block (Trans.ReadAt):
+	// buf's versions some view may still reach, oldest first, the last
+	// being buf itself. A version is never written once a later one
+	// exists, so readers use it without locks. Replaced whole.
+	vers atomic.Pointer[[]bufVersion]
+	// keepPending says a node's bytes are to be kept for views before its
+	// first edit under the write lock held now (lockW, edit). Guarded by
+	// mu.
+	keepPending bool
+}
+
+// bufVersion is one version of a private block's bytes: views published
+// at ep or later (and before the next version's ep) read buf.
+type bufVersion struct {
+	ep  uint64
+	buf []byte
 }
 
 // lockW takes the block's write lock, which every change of its bytes
-// needs, and counts it.
+// needs, and counts it. The first write lock of a private block after a
+// publication (Trans.Publish) leaves the published bytes to the views
+// that may read them and lets the change edit a copy (Trans.keepForViews):
+// copy on first write per epoch, and only while a live view may read
+// them. Otherwise it costs two atomic loads.
 func (b *block) lockW() {
 	b.mu.Lock()
 	b.mod++
+	if b.tx != nil {
+		e := b.tx.wep.Load()
+		keep := b.ep < e && b.ep < b.tx.liveTop.Load()
+		// A node is often write-locked for a split below it that does
+		// not come: its copy waits for its first edit (edit).
+		b.keepPending = keep && b.level() > 0
+		if keep && !b.keepPending {
+			b.tx.keepForViews(b, e)
+		}
+	}
+}
+
+// edit is called by every primitive that changes a node's bytes (the
+// pointer setters and movers, setNritems; nodes.go's level reset), with
+// the write lock held, before the change: the copy lockW left pending is
+// made now. Leaves were copied in lockW (their item data is edited
+// through slices callers hold).
+func (b *block) edit() {
+	if b.keepPending {
+		b.keepPending = false
+		b.tx.keepForViews(b, b.tx.wep.Load())
+	}
 }
 
 // node returns the block as a read-only disk.Node view.
 func (b *block) node() disk.Node { return disk.Node(b.buf) }
 
 func (b *block) nritems() int                { return int(le.Uint32(b.buf[offNritems:])) }
-func (b *block) setNritems(n int)            { le.PutUint32(b.buf[offNritems:], uint32(n)) }
+func (b *block) setNritems(n int)            { b.edit(); le.PutUint32(b.buf[offNritems:], uint32(n)) }
 func (b *block) level() int                  { return int(b.buf[offLevel]) }
 func (b *block) generation() disk.Generation { return disk.Generation(le.Uint64(b.buf[offGen:])) }
 func (b *block) flags() uint64               { return le.Uint64(b.buf[offFlags:]) }
@@ -95,8 +145,9 @@ func (b *block) ptrAddr(i int) disk.LogicalAddr {
 func (b *block) ptrGen(i int) disk.Generation {
 	return disk.Generation(le.Uint64(b.buf[hdr+kp*i+25:]))
 }
-func (b *block) setPtrKey(i int, k disk.Key) { k.Encode(b.buf[hdr+kp*i:]) }
+func (b *block) setPtrKey(i int, k disk.Key) { b.edit(); k.Encode(b.buf[hdr+kp*i:]) }
 func (b *block) setPtr(i int, k disk.Key, addr disk.LogicalAddr, gen disk.Generation) {
+	b.edit()
 	disk.PutKeyPtr(b.buf, i, disk.KeyPtr{Key: k, BlockPtr: addr, Generation: gen})
 }
 
@@ -204,6 +255,7 @@ func (b *block) moveItems(dst, src, nr int) {
 
 // movePtrs moves nr key pointers from slot src to slot dst.
 func (b *block) movePtrs(dst, src, nr int) {
+	b.edit()
 	copy(b.buf[hdr+kp*dst:hdr+kp*(dst+nr)], b.buf[hdr+kp*src:hdr+kp*(src+nr)])
 }
 
@@ -214,6 +266,7 @@ func (b *block) copyItemsFrom(o *block, dst, src, nr int) {
 
 // copyPtrsFrom copies nr key pointers from slot src of o to slot dst of b.
 func (b *block) copyPtrsFrom(o *block, dst, src, nr int) {
+	b.edit()
 	copy(b.buf[hdr+kp*dst:hdr+kp*(dst+nr)], o.buf[hdr+kp*src:hdr+kp*(src+nr)])
 }
 

@@ -230,6 +230,7 @@ func (t *Tree) delPtr(p *Path, level, slot int) {
 		if level != 1 {
 			panic(fmt.Sprintf("ctree: root at level %d emptied", level))
 		}
+		b.edit()
 		b.buf[offLevel] = 0 // the tree is now one empty leaf
 	case slot == 0 && n > 0:
 		t.fixupLowKeys(p, b.ptrKey(0), level+1)

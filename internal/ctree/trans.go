@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
@@ -29,6 +30,16 @@ type Trans struct {
 	mu     sync.Mutex
 	blocks map[disk.LogicalAddr]*block // every block used; protected by mu
 	dirty  map[disk.LogicalAddr]*block // private blocks to write; protected by mu
+
+	// Published views (views.go): wep is the epoch the running changes
+	// write in (0 until the first publication); the rest is views.go's.
+	wep     atomic.Uint64
+	liveTop atomic.Uint64 // the newest live view's epoch + 1; 0 for none
+	vmu     sync.Mutex
+	pins    map[uint64][]pinned              // protected by vmu
+	gone    map[disk.LogicalAddr][]goneBlock // protected by mu
+	nvers   atomic.Int64                     // versions kept besides the current ones
+	copies  atomic.Int64                     // blocks copied for views
 }
 
 // NewTrans starts the engine's view of transaction gen over s. Counters go
@@ -99,7 +110,13 @@ func (tx *Trans) WriteDirty() (int, error) {
 		}
 		return 0
 	})
+	wep := tx.wep.Load()
 	for _, b := range list {
+		if b.tx == tx && b.ep < wep && b.ep < tx.liveTop.Load() {
+			// Published views may read these bytes: the header flag and
+			// the checksum go into a copy.
+			b.buf = append([]byte(nil), b.buf...)
+		}
 		le.PutUint64(b.buf[offFlags:], b.flags()|disk.HeaderFlagWritten)
 		if err := tx.store.Write(b.addr, b.buf); err != nil {
 			return 0, fmt.Errorf("write tree block %d: %w", b.addr, err)
@@ -158,6 +175,11 @@ func (tx *Trans) lds() int { return tx.dataSize }
 // add records a block created in this transaction: in the table, and in
 // the dirty set.
 func (tx *Trans) add(b *block) {
+	// Views published before now never reach it: its bytes belong to the
+	// epoch being written. It is in no table yet.
+	b.tx = tx
+	b.ep = tx.wep.Load()
+	b.vers.Store(&[]bufVersion{{ep: b.ep, buf: b.buf}})
 	tx.mu.Lock()
 	tx.blocks[b.addr] = b
 	tx.dirty[b.addr] = b
@@ -179,6 +201,7 @@ func (tx *Trans) free(t *Tree, b *block) {
 	if reuse {
 		// The address may come back from Alloc for another block.
 		delete(tx.blocks, b.addr)
+		tx.keepGone(b)
 	}
 	tx.mu.Unlock()
 	tx.store.Free(b.addr, reuse)

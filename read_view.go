@@ -1,0 +1,266 @@
+package btrfs
+
+import (
+	"errors"
+	"maps"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobtrfs/btrfs/internal/ctree"
+	"github.com/gobtrfs/btrfs/internal/disk"
+)
+
+// Reads of a writable FS never take the writer's lock: they read a
+// published view (docs/design/0009, "Reads that never stop"). The writer
+// publishes one, with its lock held exclusively and no tree operation
+// running, wherever the read side moves: after each change run alone,
+// each parallel run, each commit's critical section, each abort or
+// rollback. A view is immutable; what it reads of the running
+// transaction comes from the blocks' versions the engine keeps for it
+// (ctree.Trans.Publish, ReadAt): a block is copied on its first change
+// after a publication, and only while a view may still read it.
+
+// readView is one published state of the read side.
+type readView struct {
+	epoch   uint64 // the publication it is; immutable
+	version uint64 // writer.version when published; immutable
+	// tx is the running transaction the view reads (nil for a view of
+	// the last commit) and txEpoch its publication there; immutable.
+	tx      *ctree.Trans
+	txEpoch uint64
+	// fs reads this view with the main FS's top subvolume; vol is what
+	// every FS of the volume (Subvolume views too) reads it through.
+	fs  *FS
+	vol *volume
+	// refs counts the reads using the view, or is retiredRefs (plus the
+	// reads that tried to take it after it was retired and are about to
+	// give it back).
+	refs atomic.Int64
+}
+
+// retiredRefs marks a view no read may take any more: a read that finds
+// it after taking a reference gives the reference back and takes the
+// current view instead.
+const retiredRefs = math.MinInt64 / 2
+
+// viewBlocks serves a view's tree blocks: the running transaction's
+// private blocks as they were at the view's publication (ctree.Trans.ReadAt:
+// not checksummed yet, so only the header is checked against the
+// parent's promise), the committed ones through the committed reader. A
+// committed address the transaction freed stays pinned until its commit
+// is durable and the views older than it are gone (writer.drainViews), so
+// it still holds what the view expects.
+type viewBlocks struct {
+	base  *blockReader
+	tx    *ctree.Trans
+	epoch uint64 // the transaction's publication (ctree.Trans.Publish)
+}
+
+// ReadBlock implements ctree.Reader.
+func (vb *viewBlocks) ReadBlock(addr disk.LogicalAddr, e disk.Expect) (disk.Node, error) {
+	if n, ok := vb.tx.ReadAt(addr, vb.epoch); ok {
+		if err := n.CheckExpect(vb.base.blockParams(), e); err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+	return vb.base.ReadBlock(addr, e)
+}
+
+// publish makes the read side as it is now the view reads take. The
+// caller holds w.mu exclusively (or is the only user, at open) and no
+// tree operation runs: the running transaction is between whole changes.
+// It costs O(subvolumes): nothing is copied. The blocks the next changes
+// write are copied on their first write lock instead, for the views that
+// may read them (ctree.Trans.Publish), and dropped as soon as no live
+// view can (Trim, below).
+func (fsys *FS) publish() {
+	w := fsys.w
+	w.epoch++
+	var blocks ctree.Reader = fsys.br
+	var tx *ctree.Trans
+	var txEpoch uint64
+	if tb, ok := fsys.blocks.(*txBlocks); ok {
+		tx = tb.tx
+		txEpoch = tx.Publish()
+		blocks = &viewBlocks{base: fsys.br, tx: tx, epoch: txEpoch}
+	}
+	fsys.mu.Lock()
+	subvols := maps.Clone(fsys.subvols)
+	fsys.mu.Unlock()
+	vol := &volume{sb: fsys.sb, br: fsys.br, blocks: blocks, data: fsys.data, chunks: fsys.chunks,
+		devPaths: fsys.devPaths, opts: fsys.opts, rootTree: fsys.rootTree, csumRoot: fsys.csumRoot,
+		subvols: subvols, ext: fsys.ext, warnings: fsys.warnings}
+	v := &readView{epoch: w.epoch, version: w.version.Load(), vol: vol, tx: tx, txEpoch: txEpoch}
+	v.fs = &FS{volume: vol, top: fsys.top, w: w, rv: v}
+	w.pub.Store(v)
+	w.views = append(w.views, v)
+	w.stale.Store(false)
+	// The view before is retired now if no read holds it, and what only
+	// it could read is dropped.
+	w.retireViews()
+	if tx != nil {
+		w.trim()
+	}
+}
+
+// retireViews retires the published views no read holds, but the
+// current one. w.mu held.
+func (w *writer) retireViews() {
+	cur := w.pub.Load()
+	live := w.views[:0]
+	for _, v := range w.views {
+		if v != cur && v.refs.CompareAndSwap(0, retiredRefs) {
+			continue
+		}
+		live = append(live, v)
+	}
+	clear(w.views[len(live):])
+	w.views = live
+}
+
+// drainViews waits until no read holds a view but the current one. The
+// writer calls it, lock held, before anything may reuse space that an
+// older view can read: the first change of a transaction after a commit
+// or rollback (the bytes the commits freed become allocatable then),
+// and resizes. Reads never wait for it; it waits only for reads that
+// began before the current view was published.
+func (w *writer) drainViews() {
+	for wait := time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
+		w.retireViews()
+		if len(w.views) <= 1 {
+			return
+		}
+		if w.drainHook != nil {
+			w.drainHook()
+		}
+		time.Sleep(wait)
+	}
+}
+
+// drainReads is drainViews, then forgets the decoded compressed extents:
+// a read of an older view may have cached one after the commit that
+// freed it (followCommit clears them at the commit), and its address
+// may now be handed out again.
+func (fsys *FS) drainReads() {
+	fsys.w.drainViews()
+	fsys.ext.clear()
+}
+
+// readWindow is how long after a read the writer keeps publishing a view
+// at the end of every run of changes (runEnded).
+const readWindow = 100 * time.Millisecond
+
+// runEnded is called at the end of each run of changes, w.mu held
+// exclusively, the read side showing the run's result. While reads are
+// going on (one holds a view, or took one in the last readWindow) it
+// publishes that
+// result, so reads keep finding a current view and never wait. Otherwise
+// it only marks the view stale and lets it go: the blocks the next runs
+// change are then copied for no one, and the first read that comes
+// publishes (freshView).
+func (w *writer) runEnded() {
+	if len(w.views) > 1 || w.pub.Load().refs.Load() > 0 ||
+		time.Now().UnixNano()-w.lastRead.Load() < int64(readWindow) {
+		w.main.publish()
+		return
+	}
+	w.stale.Store(true)
+	w.retireViews()
+	if cur := w.pub.Load(); cur.refs.CompareAndSwap(0, retiredRefs) {
+		// No read holds it: retired like the others, so nothing is
+		// kept for it.
+		w.views = slices.DeleteFunc(w.views, func(v *readView) bool { return v == cur })
+	}
+	w.trim()
+}
+
+// trim tells the running transaction which of its publications live
+// views still read. w.mu held exclusively, or shared with pubMu.
+func (w *writer) trim() {
+	tb, ok := w.main.blocks.(*txBlocks)
+	if !ok {
+		return
+	}
+	live := w.liveBuf[:0]
+	for _, o := range w.views {
+		if o.tx == tb.tx {
+			live = append(live, o.txEpoch) // w.views is in publication order
+		}
+	}
+	w.liveBuf = live
+	tb.tx.Trim(live)
+}
+
+// noteRead records that a read took a view, to the millisecond.
+func (w *writer) noteRead() {
+	now := time.Now().UnixNano()
+	if now-w.lastRead.Load() > int64(time.Millisecond) {
+		w.lastRead.Store(now)
+	}
+}
+
+// acquire takes a reference on a view that shows every change that has
+// returned: the current one, or, when runs ended without publishing
+// (runEnded), a new one (freshView).
+func (w *writer) acquire() *readView {
+	w.noteRead()
+	for !w.stale.Load() {
+		v := w.pub.Load()
+		if v.refs.Add(1) > 0 {
+			return v
+		}
+		v.refs.Add(-1) // retired meanwhile: a newer one is current, or it went stale
+	}
+	return w.freshView()
+}
+
+// freshView publishes the read side as it is and takes the new view. It
+// holds w.mu shared, so it waits for a run of changes or a commit in
+// progress: the one case where a read waits (the first read after a
+// quiet readWindow, while changes run). Reads publishing at once take
+// turns on pubMu; the writer, which publishes with mu held exclusively,
+// never meets them.
+func (w *writer) freshView() *readView {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	w.pubMu.Lock()
+	defer w.pubMu.Unlock()
+	if w.stale.Load() {
+		w.main.publish()
+	}
+	v := w.pub.Load()
+	v.refs.Add(1) // retired only with w.mu held exclusively, or by publish under pubMu
+	return v
+}
+
+// reader returns an FS that reads a view showing every change that has
+// returned, and the function that releases it: every public read of a
+// writable FS runs on one, from its start to its end. A read-only FS
+// never changes and reads itself.
+func (fsys *FS) reader() (*FS, func()) {
+	w := fsys.w
+	if w == nil || fsys.rv != nil {
+		return fsys, func() {}
+	}
+	v := w.acquire()
+	r := v.fs
+	if fsys.view {
+		// A Subvolume view: its own top, at the view's root (rootInode
+		// and fresh look the subvolume up in the view).
+		r = &FS{volume: v.vol, top: fsys.top, view: true, w: w, rv: v}
+	}
+	return r, func() { v.refs.Add(-1) }
+}
+
+// staleCorrupt reports whether err, met by a read of view r, may come
+// from bytes rewritten in place after r was published rather than from
+// damage: a data checksum that fails while a newer view is current (a
+// write that continues the running transaction's last partial sector
+// rewrites it, and its checksum, in place). The read is then tried once
+// more with the current view.
+func (fsys *FS) staleCorrupt(err error) bool {
+	return err != nil && fsys.rv != nil && errors.Is(err, ErrCorrupt) && fsys.w.pub.Load() != fsys.rv
+}

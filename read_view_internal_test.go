@@ -1,0 +1,618 @@
+package btrfs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gobtrfs/btrfs/internal/btrfstest"
+)
+
+// readsMustFinish runs each read in its own goroutine and fails the test
+// unless all return within the time limit: reads must never wait for the
+// writer's lock, which the caller holds (in a hook) meanwhile.
+func readsMustFinish(t *testing.T, reads ...func() error) {
+	t.Helper()
+	errs := make(chan error, len(reads))
+	for _, r := range reads {
+		go func() { errs <- r() }()
+	}
+	deadline := time.After(10 * time.Second)
+	for range reads {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-deadline:
+			// Not Fatal: the caller goes on to let the held run or
+			// commit finish, so the FS closes.
+			t.Error("a read waited for the change run or commit holding the lock")
+			return
+		}
+	}
+}
+
+// wantFile is a read that checks name holds want.
+func wantFile(fsys *FS, name string, want []byte) func() error {
+	return func() error {
+		b, err := fsys.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(b, want) {
+			return fmt.Errorf("%s: read %d bytes starting %q, want %d starting %q",
+				name, len(b), b[:min(len(b), 8)], len(want), want[:min(len(want), 8)])
+		}
+		return nil
+	}
+}
+
+// TestReadsDuringChangeRun: while a run of changes holds the writer's lock
+// (held in the middle by the midRun hook, after the changes ran and before
+// the view is published), reads from other goroutines finish and see the
+// state before the run: files, directory listings, open Files, stats. A
+// change alone and a parallel run are both held. Afterwards the goroutine
+// whose change returned reads it (read-your-writes).
+func TestReadsDuringChangeRun(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	v0 := bytes.Repeat([]byte("v0"), 10000)
+	for _, name := range []string{"a", "b"} {
+		if err := fsys.WriteFile(name, v0, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open, err := fsys.OpenFile("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	w := fsys.w
+	inRun, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.mu.Lock()
+	w.midRun = func() { once.Do(func() { close(inRun); <-release }) }
+	w.mu.Unlock()
+
+	// A change alone: a whole-file rewrite and a new name.
+	v1 := bytes.Repeat([]byte("v1"), 12000)
+	done := make(chan error, 1)
+	go func() { done <- fsys.WriteFile("a", v1, 0o644) }()
+	<-inRun
+	readsMustFinish(t,
+		wantFile(fsys, "a", v0),
+		wantFile(fsys, "b", v0),
+		func() error {
+			p := make([]byte, len(v0)+10)
+			n, err := open.ReadAt(p, 0)
+			if n != len(v0) || !bytes.Equal(p[:n], v0) {
+				return fmt.Errorf("open file: %d bytes starting %q (%v), want the old %d starting %q", n, p[:8], err, len(v0), v0[:8])
+			}
+			return nil
+		},
+		func() error {
+			fi, err := fsys.Stat("a")
+			if err != nil || fi.Size() != int64(len(v0)) {
+				return fmt.Errorf("stat a: %v, size want %d", err, len(v0))
+			}
+			return nil
+		},
+		func() error {
+			ents, err := fsys.ReadDir(".")
+			if err != nil || len(ents) != 2 {
+				return fmt.Errorf("readdir: %d entries (%v), want 2", len(ents), err)
+			}
+			return nil
+		},
+	)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	readsMustFinish(t, wantFile(fsys, "a", v1)) // read-your-writes
+
+	// A parallel run: writes through open Files of two files, queued
+	// while the lock is held so they make one run (after the batch of
+	// the change that became the combiner, a write to c).
+	if err := fsys.WriteFile("c", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inRun, release = make(chan struct{}), make(chan struct{})
+	fb, err := fsys.OpenFile("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	w.mu.Lock()
+	calls := 0
+	w.midRun = func() {
+		if calls++; calls == 2 {
+			close(inRun)
+			<-release
+		}
+	}
+	errs := make(chan error, 3)
+	go func() { _, err := fsys.WriteAt("c", []byte("x"), 0); errs <- err }()
+	waitQueued(w, 0)
+	time.Sleep(10 * time.Millisecond) // the combiner now waits for the lock
+	go func() { _, err := open.WriteAt([]byte("AAAA"), 0); errs <- err }()
+	waitQueued(w, 1)
+	go func() { _, err := fb.WriteAt([]byte("BBBB"), 0); errs <- err }()
+	waitQueued(w, 2)
+	before, _ := fsys.WriteCounters()
+	w.mu.Unlock()
+	<-inRun
+	readsMustFinish(t, wantFile(fsys, "a", v1), wantFile(fsys, "b", v0))
+	close(release)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after, _ := fsys.WriteCounters(); after.ParallelChanges-before.ParallelChanges != 2 {
+		t.Errorf("%d changes ran in parallel, want 2", after.ParallelChanges-before.ParallelChanges)
+	}
+	a2 := append([]byte("AAAA"), v1[4:]...)
+	b2 := append([]byte("BBBB"), v0[4:]...)
+	readsMustFinish(t, wantFile(fsys, "a", a2), wantFile(fsys, "b", b2))
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	readsMustFinish(t, wantFile(ro, "a", a2), wantFile(ro, "b", b2))
+}
+
+// TestReadsDuringCommit: while a commit's critical section holds the lock
+// (held by the prepared hook, after Prepare), reads finish and see every
+// change made before it; an open File too.
+func TestReadsDuringCommit(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	v1 := bytes.Repeat([]byte("committed?"), 3000)
+	if err := fsys.WriteFile("a", v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Mkdir("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open, err := fsys.OpenFile("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	inCommit, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	SetPreparedHook(fsys, func(uint64) { once.Do(func() { close(inCommit); <-release }) })
+	done := make(chan error, 1)
+	go func() { done <- fsys.Commit() }()
+	<-inCommit
+	readsMustFinish(t,
+		wantFile(fsys, "a", v1),
+		func() error {
+			p := make([]byte, len(v1))
+			if n, err := open.ReadAt(p, 0); n != len(v1) || !bytes.Equal(p, v1) {
+				return fmt.Errorf("open file: %d bytes (%v)", n, err)
+			}
+			return nil
+		},
+		func() error {
+			fi, err := fsys.Stat("d")
+			if err != nil || !fi.IsDir() {
+				return fmt.Errorf("stat d: %v", err)
+			}
+			return nil
+		},
+	)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	readsMustFinish(t, wantFile(fsys, "a", v1))
+}
+
+// TestViewOutlivesCommit: a read that took its view before a commit keeps
+// reading that state after it, and the first change after the commit (which
+// begins a transaction that may reuse what the commit freed) waits for it.
+func TestViewOutlivesCommit(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	v1 := bytes.Repeat([]byte{1}, 64<<10)
+	if err := fsys.WriteFile("a", v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, release := fsys.reader() // a read in progress
+	v2 := bytes.Repeat([]byte{2}, 64<<10)
+	if err := fsys.WriteFile("a", v2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	var once sync.Once
+	fsys.w.mu.Lock()
+	fsys.w.drainHook = func() { once.Do(func() { close(waiting) }) }
+	fsys.w.mu.Unlock()
+	v3 := bytes.Repeat([]byte{3}, 64<<10)
+	done := make(chan error, 1)
+	go func() { done <- fsys.WriteFile("b", v3, 0o644) }()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("the change after the commit did not wait for the older view (%v)", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change after the commit neither waited nor finished")
+	}
+	// Reads of the fresh state still go on meanwhile.
+	readsMustFinish(t, wantFile(fsys, "a", v2))
+	if err := wantFile(r, "a", v1)(); err != nil {
+		t.Error("the old view:", err)
+	}
+	if _, err := r.Stat("b"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old view sees b: %v", err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	readsMustFinish(t, wantFile(fsys, "b", v3))
+}
+
+// stamped returns n bytes of 8-byte words k.
+func stamped(k uint64, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], k)
+	}
+	return b
+}
+
+// oneStamp returns the stamp of b, or an error when b holds more than one.
+func oneStamp(b []byte) (uint64, error) {
+	if len(b) < 8 {
+		return 0, fmt.Errorf("%d bytes", len(b))
+	}
+	k := binary.LittleEndian.Uint64(b)
+	for i := 0; i+8 <= len(b); i += 8 {
+		if got := binary.LittleEndian.Uint64(b[i:]); got != k {
+			return 0, fmt.Errorf("words of stamps %d and %d at %d", k, got, i)
+		}
+	}
+	return k, nil
+}
+
+// TestReadsConsistentRandom: writers change their own directories at random
+// while readers, without the lock, check that every state they see is one
+// that existed between whole changes: a file rewritten whole in one change
+// (big, spanning many sectors, checksum items and extents) holds one stamp;
+// a name renamed back and forth is listed exactly once; two files read in
+// one view (an internal reader) hold stamps of one state of their
+// writer's pair (the pair is written stamp by stamp, a before b, so in any
+// state b's stamp is a's or one less); and no reader ever sees a stamp go
+// back. Commits land everywhere: Sync, background commits, a small dirty
+// limit.
+func TestReadsConsistentRandom(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 512 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: 20 * time.Millisecond, DirtyLimit: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	const writers, readers, rounds = 3, 4, 60
+	sizes := []int{300 << 10, 4096, 70 << 10}
+	for g := range writers {
+		d := fmt.Sprintf("d%d", g)
+		if err := fsys.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"big", "a", "b"} {
+			if err := fsys.WriteFile(d+"/"+name, stamped(0, sizes[g%len(sizes)]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fsys.WriteFile(d+"/p0", nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failure  error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() { failure = err })
+		stop.Store(true)
+	}
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(seed + int64(g)))
+			d := fmt.Sprintf("d%d", g)
+			size := sizes[g%len(sizes)]
+			p := 0
+			for k := uint64(1); k <= rounds && !stop.Load(); k++ {
+				steps := []func() error{
+					func() error { return fsys.WriteFile(d+"/big", stamped(k, 300<<10+rng.Intn(3)*4096), 0o644) },
+					func() error { _, err := fsys.WriteAt(d+"/a", stamped(k, size), 0); return err },
+					func() error { _, err := fsys.WriteAt(d+"/b", stamped(k, size), 0); return err },
+					func() error {
+						err := fsys.Rename(fmt.Sprintf("%s/p%d", d, p), fmt.Sprintf("%s/p%d", d, 1-p))
+						p = 1 - p
+						return err
+					},
+				}
+				for _, s := range steps {
+					if err := s(); err != nil {
+						fail(fmt.Errorf("writer %d round %d: %w", g, k, err))
+						return
+					}
+				}
+				if rng.Intn(8) == 0 {
+					if err := fsys.Sync(); err != nil {
+						fail(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	var reads atomic.Int64
+	for rd := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(seed + 100 + int64(rd)))
+			last := make([]uint64, writers) // the newest stamp of a seen per writer
+			for !stop.Load() {
+				g := rng.Intn(writers)
+				d := fmt.Sprintf("d%d", g)
+				switch rng.Intn(3) {
+				case 0:
+					b, err := fsys.ReadFile(d + "/big")
+					if err == nil {
+						_, err = oneStamp(b)
+					}
+					if err != nil {
+						fail(fmt.Errorf("reader %d: %s/big: %w", rd, d, err))
+					}
+				case 1:
+					ents, err := fsys.ReadDir(d)
+					n := 0
+					for _, e := range ents {
+						if e.Name() == "p0" || e.Name() == "p1" {
+							n++
+						}
+					}
+					if err != nil || n != 1 {
+						fail(fmt.Errorf("reader %d: %s lists %d of p0, p1 (%v)", rd, d, n, err))
+					}
+				case 2:
+					r, done := fsys.reader()
+					ba, erra := r.ReadFile(d + "/a")
+					bb, errb := r.ReadFile(d + "/b")
+					done()
+					if err := errors.Join(erra, errb); err != nil {
+						fail(fmt.Errorf("reader %d: %s: %w", rd, d, err))
+						break
+					}
+					ka, erra := oneStamp(ba)
+					kb, errb := oneStamp(bb)
+					switch {
+					case erra != nil || errb != nil:
+						fail(fmt.Errorf("reader %d: %s: a %v, b %v", rd, d, erra, errb))
+					case kb != ka && kb+1 != ka:
+						fail(fmt.Errorf("reader %d: %s: a at %d and b at %d in one view", rd, d, ka, kb))
+					case ka < last[g]:
+						fail(fmt.Errorf("reader %d: %s: a went back from %d to %d", rd, d, last[g], ka))
+					}
+					last[g] = ka
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	go func() {
+		// The readers stop when the writers are done.
+		for {
+			time.Sleep(5 * time.Millisecond)
+			if stop.Load() {
+				return
+			}
+			if writersDone(fsys, writers, rounds) {
+				stop.Store(true)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	if failure != nil {
+		t.Fatal(failure)
+	}
+	t.Logf("%d reads", reads.Load())
+	for g := range writers {
+		d := fmt.Sprintf("d%d", g)
+		for _, name := range []string{"a", "b"} {
+			b, err := fsys.ReadFile(d + "/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k, err := oneStamp(b); err != nil || k != rounds {
+				t.Fatalf("%s/%s: stamp %d (%v), want %d", d, name, k, err, rounds)
+			}
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+}
+
+// writersDone reports whether every writer of TestReadsConsistentRandom
+// has written its last round (its b holds the last stamp).
+func writersDone(fsys *FS, writers, rounds int) bool {
+	for g := range writers {
+		b, err := fsys.ReadFile(fmt.Sprintf("d%d/b", g))
+		if err != nil {
+			return false
+		}
+		if k, err := oneStamp(b); err != nil || k != uint64(rounds) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestQuietWritesCopyNothing: while no read comes, runs of changes publish
+// no view and the engine keeps no block for views; the first read then
+// publishes and sees every change that returned (read-your-writes); while
+// reads go on, runs publish and a view a read holds keeps its state.
+func TestQuietWritesCopyNothing(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	w := fsys.w
+	w.lastRead.Store(0) // no read yet, whatever opening read
+	tx := func() *txBlocks {
+		tb, _ := fsys.blocks.(*txBlocks)
+		return tb
+	}
+	// A read publishes a view of the running transaction; then reads
+	// stop (the clock of the last read is set back). The run after it
+	// still copies what it changes for that view, which it then lets
+	// go: from there on nothing is copied.
+	if err := fsys.WriteFile("f0", stamped(0, 3000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := wantFile(fsys, "f0", stamped(0, 3000))(); err != nil {
+		t.Fatal(err)
+	}
+	w.lastRead.Store(0)
+	if err := fsys.Chmod("f0", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, c0 := tx().tx.KeptVersions()
+	for i := range 40 {
+		if err := fsys.WriteFile(fmt.Sprintf("f%d", i), stamped(uint64(i), 3000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.Chmod(fmt.Sprintf("f%d", i), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !w.stale.Load() {
+		t.Fatal("runs without reads published a view")
+	}
+	if n, c := tx().tx.KeptVersions(); n != 0 || c != c0 {
+		t.Fatalf("%d block versions kept, %d copied, while no read came", n, c-c0)
+	}
+	for i := range 40 {
+		if err := wantFile(fsys, fmt.Sprintf("f%d", i), stamped(uint64(i), 3000))(); err != nil {
+			t.Fatal("first read after quiet writes:", err)
+		}
+	}
+	// Reads go on now: a run publishes, and a held view keeps its state
+	// while later runs change the blocks it reads.
+	r, release := fsys.reader()
+	for i := range 40 {
+		if err := fsys.WriteFile(fmt.Sprintf("f%d", i), stamped(uint64(100+i), 3000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.stale.Load() {
+		t.Fatal("a run while reads go on left the view stale")
+	}
+	if n, _ := tx().tx.KeptVersions(); n == 0 {
+		t.Fatal("no block kept for the view a read holds")
+	}
+	for i := range 40 {
+		if err := wantFile(r, fmt.Sprintf("f%d", i), stamped(uint64(i), 3000))(); err != nil {
+			t.Fatal("held view:", err)
+		}
+		if err := wantFile(fsys, fmt.Sprintf("f%d", i), stamped(uint64(100+i), 3000))(); err != nil {
+			t.Fatal("new reads:", err)
+		}
+	}
+	release()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+}
+
+// TestLongReadsInPieces: reads longer than a view's piece (ReadFile,
+// File.ReadAt, File.Read) return the whole contents, at piece boundaries
+// and past them, and end at EOF as before.
+func TestLongReadsInPieces(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	want := make([]byte, 2*viewPiece+12345)
+	rand.New(rand.NewSource(1)).Read(want)
+	if err := fsys.WriteFile("big", want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		got, err := fsys.ReadFile("big")
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("round %d: ReadFile: %d bytes (%v), equal %v", round, len(got), err, bytes.Equal(got, want))
+		}
+		f, err := fsys.OpenFile("big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, len(want)+100)
+		n, err := f.ReadAt(p, 7)
+		if n != len(want)-7 || err != io.EOF || !bytes.Equal(p[:n], want[7:]) {
+			t.Fatalf("round %d: ReadAt: %d bytes (%v)", round, n, err)
+		}
+		all, err := io.ReadAll(struct{ io.Reader }{f})
+		if err != nil || !bytes.Equal(all, want) {
+			t.Fatalf("round %d: Read: %d bytes (%v)", round, len(all), err)
+		}
+		f.Close()
+		if err := fsys.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
