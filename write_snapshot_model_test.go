@@ -141,6 +141,7 @@ type snapRunner struct {
 	img      string
 	fsys     *btrfs.FS
 	compress string
+	inline   bool        // every file stays small enough to be inline
 	subs     []*smSubvol // in creation order (the random choices depend only on history)
 	names    int         // counter for fresh names
 	n        int         // operations run
@@ -175,14 +176,34 @@ type snapRunner struct {
 // (the first three of each kind per run, then every tenth), and they
 // are counted and logged by kind, so the same sequence covers those
 // paths once they are supported.
+//
+// Two variants: "mixed" writes files inline and in extents (and clones
+// them), so that today most writes into snapshotted trees are refused;
+// "inline" keeps every file small enough to be inline (no leaf names
+// data), so that sources and snapshots alike take every change and the
+// sequence exercises copies of shared blocks by the reference rules
+// throughout.
 func TestSnapshotModel(t *testing.T) {
 	btrfstest.RequireInterop(t)
 	seed := testSeed(t)
+	for _, inline := range []bool{false, true} {
+		name := "mixed"
+		if inline {
+			name = "inline"
+		}
+		t.Run(name, func(t *testing.T) { runSnapshotModel(t, seed, inline) })
+	}
+}
+
+func runSnapshotModel(t *testing.T, seed uint64, inline bool) {
 	commits, ops, kernelEvery := 10, 70, 3
+	if inline {
+		commits = 8
+	}
 	if longTests() {
 		commits, ops, kernelEvery = 40, 160, 1
 	}
-	sr := &snapRunner{t: t, seed: seed, counts: map[string]int{}, refused: map[string]int{}, verified: map[string]int{},
+	sr := &snapRunner{t: t, seed: seed, inline: inline, counts: map[string]int{}, refused: map[string]int{}, verified: map[string]int{},
 		dirty: map[*smSubvol]bool{},
 		r:     rand.New(rand.NewPCG(seed, uint64(crc32.ChecksumIEEE([]byte(t.Name())))))}
 	sr.img = t.TempDir() + "/fs.img"
@@ -242,11 +263,15 @@ func (sr *snapRunner) data(n int) []byte {
 // size is the length of a new write: mostly small enough to be inline,
 // else one to sixteen sectors and a bit.
 func (sr *snapRunner) size() int {
-	if sr.r.IntN(3) > 0 {
+	if sr.inline || sr.r.IntN(3) > 0 {
 		return sr.r.IntN(1500)
 	}
 	return 4096*(1+sr.r.IntN(16)) + sr.r.IntN(4096)
 }
+
+// inlineMax bounds the files of the inline variant: below the inline
+// limit of 4 KiB nodes.
+const inlineMax = 1500
 
 // populate makes two subvolumes of three levels: sv0 with inline files
 // and files in extents, sv1 with inline files only (so that today its
@@ -274,7 +299,7 @@ func (sr *snapRunner) populate() {
 		for f := range spec.files {
 			p := fmt.Sprintf("d%02d/f%04d", f%16, f)
 			n := 200 + sr.r.IntN(1000)
-			if spec.extents && f%8 == 0 {
+			if spec.extents && !sr.inline && f%8 == 0 {
 				n = 4096 + sr.r.IntN(30000)
 			}
 			node := &smNode{perm: 0o644, data: sr.data(n)}
@@ -389,6 +414,13 @@ func (sr *snapRunner) step() {
 			off += sr.r.IntN(3 * 4096)
 		}
 		data := sr.data(1 + sr.r.IntN(max(1, sr.size())))
+		if sr.inline {
+			off = min(off, len(n.data))
+			data = data[:min(len(data), max(0, inlineMax-off))]
+			if len(data) == 0 {
+				return
+			}
+		}
 		sr.do(kind, fmt.Sprintf("writeat %s off %d %d bytes", s.fsPath(p), off, len(data)), s,
 			func() error { _, err := sr.fsys.WriteAt(s.fsPath(p), data, int64(off)); return err },
 			func() {
@@ -404,6 +436,9 @@ func (sr *snapRunner) step() {
 		p := pick(files)
 		n := s.nodes[p]
 		size := sr.r.IntN(len(n.data) + 8192)
+		if sr.inline {
+			size = sr.r.IntN(inlineMax)
+		}
 		sr.do(kind, fmt.Sprintf("truncate %s %d", s.fsPath(p), size), s,
 			func() error { return sr.fsys.Truncate(s.fsPath(p), int64(size)) },
 			func() {
@@ -478,6 +513,9 @@ func (sr *snapRunner) step() {
 				n.xattrs[name] = val
 			}, nil)
 	case "clone", "clone across":
+		if sr.inline {
+			return
+		}
 		d := s
 		if kind == "clone across" {
 			var others []*smSubvol
