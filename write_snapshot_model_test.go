@@ -11,17 +11,21 @@ import (
 	"io/fs"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gobtrfs/btrfs"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
 	"github.com/gobtrfs/btrfs/internal/fsview"
 	"github.com/gobtrfs/btrfs/mkfs"
+	"golang.org/x/sys/unix"
 )
 
 // The model test with snapshots in the sequence (issue 14, Tests): random
@@ -224,6 +228,12 @@ func runSnapshotModel(t *testing.T, seed uint64, inline bool) {
 			sr.step()
 		}
 		sr.commit(c%kernelEvery == 0 || c == commits)
+		// The kernel changes the image halfway (and every fifth commit
+		// with GOBTRFS_LONG=1); the next commit compares everything.
+		if c < commits && (c == commits/2 || longTests() && c%5 == 0) {
+			sr.kernelSession(40)
+			sr.commit(true)
+		}
 	}
 	sr.logCounts()
 }
@@ -815,4 +825,212 @@ func (sr *snapRunner) logCounts() {
 		fmt.Fprintf(&b, "\n  %s: %d", k, sr.refused[k])
 	}
 	sr.t.Logf("refused (model unchanged):%s", b.String())
+}
+
+// kernelSession closes our writer and lets the kernel change the image
+// on a read-write mount of the top level: files written, rewritten,
+// partly overwritten, removed and renamed, directories made, xattrs set,
+// reflinks (whole files, across subvolumes too, which the kernel makes),
+// snapshots (btrfs subvolume snapshot [-r]) and deletions (btrfs
+// subvolume delete, then subvolume sync so the cleaner finishes) in the
+// subvolumes and snapshots; the model follows. The kernel leaves shared
+// blocks in its own shapes (FULL_BACKREF leaves naming data, references
+// by parent leaf), which our writer then meets: changes it cannot make
+// yet are refused and counted like the others. Then btrfs check, and our
+// writer reopens.
+func (sr *snapRunner) kernelSession(n int) {
+	t := sr.t
+	t.Helper()
+	if err := sr.fsys.Close(); err != nil {
+		t.Fatalf("seed %d: close after op #%d: %v", sr.seed, sr.n, err)
+	}
+	dir := btrfstest.Mount(t, "", sr.img)
+	abs := func(s *smSubvol, p string) string { return dir + "/" + s.fsPath(p) }
+	kdo := func(kind, desc string, s *smSubvol, err error, apply func()) {
+		t.Helper()
+		sr.n++
+		line := fmt.Sprintf("#%d kernel %s: %s", sr.n, desc, describeErr(err))
+		if sr.log = append(sr.log, line); len(sr.log) > 30 {
+			sr.log = sr.log[1:]
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %s\nlast operations:\n%s", sr.seed, line, strings.Join(sr.log, "\n"))
+		}
+		apply()
+		sr.counts["kernel "+kind]++
+		if s != nil {
+			sr.dirty[s] = true
+		}
+	}
+	var deleted bool
+	for range n {
+		var writable []*smSubvol
+		for _, s := range sr.subs {
+			if !s.ro {
+				writable = append(writable, s)
+			}
+		}
+		if len(writable) == 0 {
+			break
+		}
+		s := writable[sr.r.IntN(len(writable))]
+		files := s.paths(func(_ string, n *smNode) bool { return !n.dir })
+		dirs := s.paths(func(_ string, n *smNode) bool { return n.dir })
+		pick := func(l []string) string { return l[sr.r.IntN(len(l))] }
+		switch k := sr.r.IntN(10); {
+		case k <= 1 || len(files) == 0:
+			p := join(pick(dirs), sr.fresh("k"))
+			if len(files) > 0 && k == 1 {
+				p = pick(files)
+			}
+			data := sr.data(sr.size())
+			err := os.WriteFile(abs(s, p), data, 0o640)
+			if err == nil && s.nodes[p] == nil {
+				err = os.Chmod(abs(s, p), 0o640)
+			}
+			kdo("write", fmt.Sprintf("write %s %d bytes", s.fsPath(p), len(data)), s, err, func() {
+				if n := s.nodes[p]; n != nil {
+					n.data = data
+					return
+				}
+				s.nodes[p] = &smNode{perm: 0o640, data: data}
+			})
+		case k == 2:
+			p := pick(files)
+			n := s.nodes[p]
+			off := sr.r.IntN(len(n.data) + 1)
+			data := sr.data(1 + sr.r.IntN(max(1, sr.size())))
+			if sr.inline {
+				data = data[:min(len(data), max(0, inlineMax-off))]
+				if len(data) == 0 {
+					continue
+				}
+			}
+			f, err := os.OpenFile(abs(s, p), os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteAt(data, int64(off))
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			kdo("writeat", fmt.Sprintf("writeat %s off %d %d bytes", s.fsPath(p), off, len(data)), s, err, func() {
+				if end := off + len(data); end > len(n.data) {
+					n.data = append(n.data, make([]byte, end-len(n.data))...)
+				}
+				copy(n.data[off:], data)
+			})
+		case k == 3:
+			p := pick(files)
+			kdo("unlink", "unlink "+s.fsPath(p), s, os.Remove(abs(s, p)), func() { delete(s.nodes, p) })
+		case k == 4:
+			p, q := pick(files), join(pick(dirs), sr.fresh("kmv"))
+			kdo("rename", fmt.Sprintf("rename %s %s", s.fsPath(p), s.fsPath(q)), s, os.Rename(abs(s, p), abs(s, q)),
+				func() { s.nodes[q] = s.nodes[p]; delete(s.nodes, p) })
+		case k == 5:
+			p := join(pick(dirs), sr.fresh("kdir"))
+			err := os.Mkdir(abs(s, p), 0o750)
+			if err == nil {
+				err = os.Chmod(abs(s, p), 0o750)
+			}
+			kdo("mkdir", "mkdir "+s.fsPath(p), s, err, func() { s.nodes[p] = &smNode{dir: true, perm: 0o750} })
+		case k == 6:
+			p := pick(append(files, dirs...))
+			val := string(sr.data(sr.r.IntN(100)))
+			kdo("setxattr", "setxattr "+s.fsPath(p), s, unix.Lsetxattr(abs(s, p), "user.k", []byte(val), 0), func() {
+				n := s.nodes[p]
+				if n.xattrs == nil {
+					n.xattrs = map[string]string{}
+				}
+				n.xattrs["user.k"] = val
+			})
+		case k == 7 && !sr.inline:
+			// A whole-file reflink from any subvolume, read-only
+			// snapshots included, to a new file.
+			src := sr.subs[sr.r.IntN(len(sr.subs))]
+			sfiles := src.paths(func(_ string, n *smNode) bool { return !n.dir })
+			if len(sfiles) == 0 {
+				continue
+			}
+			p, q := pick(sfiles), join(pick(dirs), sr.fresh("kref"))
+			err := kernelClone(abs(src, p), abs(s, q))
+			kdo("clone", fmt.Sprintf("clone %s -> %s", src.fsPath(p), s.fsPath(q)), s, err, func() {
+				s.nodes[q] = &smNode{perm: 0o644, data: slices.Clone(src.nodes[p].data)}
+			})
+		case k == 8 && len(sr.subs) < 9:
+			src := sr.subs[sr.r.IntN(len(sr.subs))]
+			name := sr.fresh("ksnap")
+			ro := sr.r.IntN(3) == 0
+			args := []string{"subvolume", "snapshot"}
+			if ro {
+				args = append(args, "-r")
+			}
+			out, err := exec.Command("btrfs", append(args, dir+"/"+src.name, dir+"/"+name)...).CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			kdo("snapshot", fmt.Sprintf("snapshot %s %s ro=%v", src.name, name, ro), nil, err, func() {
+				c := src.copyAs(name, 0, ro) // the id is looked up after the session
+				sr.subs = append(sr.subs, c)
+				sr.dirty[c] = true
+			})
+		case k == 9 && len(sr.subs) > 2:
+			d := sr.subs[sr.r.IntN(len(sr.subs))]
+			out, err := exec.Command("btrfs", "subvolume", "delete", dir+"/"+d.name).CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			kdo("delete subvolume", "delete subvolume "+d.name, nil, err, func() {
+				sr.subs = slices.DeleteFunc(sr.subs, func(o *smSubvol) bool { return o == d })
+				deleted = true
+			})
+		}
+	}
+	if deleted {
+		// Our writer refuses a filesystem whose deleted subvolumes
+		// the cleaner has not finished.
+		// A commit wakes the cleaner at once (else it waits for the
+		// next periodic commit).
+		start := time.Now()
+		for _, args := range [][]string{{"filesystem", "sync", dir}, {"subvolume", "sync", dir}} {
+			if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
+				t.Fatalf("btrfs %v: %v\n%s", args, err, out)
+			}
+		}
+		t.Logf("the kernel's cleaner finished the deletions in %v", time.Since(start).Round(time.Millisecond))
+	}
+	btrfstest.Unmount(t, dir)
+	btrfstest.Check(t, []string{sr.img}, true)
+	btrfstest.CheckNewer(t, sr.img, true)
+	sr.open([]string{"", "zstd"}[sr.r.IntN(2)])
+	sr.log = append(sr.log, fmt.Sprintf("reopened after the kernel's changes, compression %q", sr.compress))
+	for _, s := range sr.subs {
+		if s.id == 0 {
+			id, err := sr.fsys.SubvolumeAt(s.name)
+			if err != nil {
+				t.Fatalf("kernel's snapshot %s: %v", s.name, err)
+			}
+			s.id = id
+		}
+	}
+}
+
+// kernelClone makes dst (new) a reflink copy of the whole file src.
+func kernelClone(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	err = unix.IoctlFileClone(int(out.Fd()), int(in.Fd()))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(dst, 0o644)
+	}
+	return err
 }
