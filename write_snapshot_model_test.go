@@ -155,6 +155,7 @@ type snapRunner struct {
 	refused  map[string]int     // refusals, by kind and reason
 	verified map[string]int     // refusals followed by a compare, by kind
 	dirty    map[*smSubvol]bool // changed since the last commit
+	mark     time.Time          // when the last commit's checks ended
 }
 
 // TestSnapshotModel runs a seeded random sequence of changes over a
@@ -207,7 +208,7 @@ func TestSnapshotModel(t *testing.T) {
 }
 
 func runSnapshotModel(t *testing.T, seed uint64, inline bool) {
-	commits, ops, kernelEvery := 8, 70, 3
+	commits, ops, kernelEvery := 8, 50, 3
 	if inline {
 		commits = 6
 	}
@@ -223,6 +224,7 @@ func runSnapshotModel(t *testing.T, seed uint64, inline bool) {
 	}
 	sr.open("")
 	defer func() { sr.fsys.Close() }()
+	sr.mark = time.Now()
 	sr.populate()
 	sr.commit(true)
 	for id, lvl := range sr.levels() {
@@ -719,6 +721,9 @@ func (sr *snapRunner) commit(kernel bool) {
 	t := sr.t
 	t.Helper()
 	sr.commits++
+	changing := time.Since(sr.mark)
+	start := time.Now()
+	defer func() { sr.mark = time.Now() }()
 	if sr.r.IntN(4) == 0 {
 		if err := sr.fsys.Close(); err != nil {
 			t.Fatalf("seed %d: close after op #%d: %v\nlast operations:\n%s", sr.seed, sr.n, err, strings.Join(sr.log, "\n"))
@@ -761,7 +766,8 @@ func (sr *snapRunner) commit(kernel bool) {
 		}
 		desc = append(desc, d)
 	}
-	t.Logf("%s: checked (kernel: %v); %s", what, kernel, strings.Join(desc, ", "))
+	t.Logf("%s: checked (kernel: %v; changes %v, commit and checks %v); %s", what, kernel,
+		changing.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), strings.Join(desc, ", "))
 }
 
 // checkTop compares the top level's entries with the subvolumes.
