@@ -445,10 +445,10 @@ func sharedWriteOps(rng *rand.Rand, files map[string][]byte, sv string, n int, b
 	return ops
 }
 
-// refusable wraps ops so that a refusal (ErrUnsupported: today writes
-// into a source whose shared leaves name data) changes nothing and is
-// recorded in refused by the op's description, instead of failing the
-// transaction.
+// refusable wraps ops so that a refusal (ErrUnsupported: writes into a
+// source whose shared leaves name data were, before references by parent
+// leaf) changes nothing and is recorded in refused by the op's
+// description, instead of failing the transaction.
 func refusable(ops []dataOp, refused map[string]bool) []dataOp {
 	out := make([]dataOp, len(ops))
 	for i, o := range ops {
@@ -470,9 +470,10 @@ func refusable(ops []dataOp, refused map[string]bool) []dataOp {
 // to trees that share blocks (issue 14, Tests): sv (three levels of
 // inline files) and dsv (files in extents) are snapshotted (writable
 // snap, read-only snap-ro; writable dsnap) and committed; then one
-// transaction changes sv, snap, dsnap and dsv (dsv's changes are refused
-// today: its leaves shared with dsnap name data; a refused change is
-// left out of the expected state), copying shared leaves and nodes with
+// transaction changes sv, snap, dsnap and dsv (dsv's leaves shared with
+// dsnap name data: its copies take references by parent leaf; a change
+// refused would be left out of the expected state, and is logged),
+// copying shared leaves and nodes with
 // the reference rules, and its commit, which applies the delayed
 // tree-block references, is cut at every sync and superblock write and
 // at sampled other writes (every write with GOBTRFS_LONG=1), whole and
