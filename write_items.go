@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -408,6 +409,19 @@ type dirEntKey struct {
 func newTxCache() *txCache {
 	return &txCache{ino: map[disk.ObjectID]disk.ObjectID{}, index: map[dirKey]uint64{},
 		dirs: map[dirEntKey]dirKey{}}
+}
+
+// forgetTree drops what the cache counted for the subvolume tree id (its
+// next inode number, its directories' DIR_INDEX counters and names, its
+// write verdict): a new tree that takes the id of a deleted one counts
+// from its own items.
+func (c *txCache) forgetTree(id disk.ObjectID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ino, id)
+	delete(c.shared, id)
+	maps.DeleteFunc(c.index, func(k dirKey, _ uint64) bool { return k.tree == id })
+	maps.DeleteFunc(c.dirs, func(k dirEntKey, _ dirKey) bool { return k.dir.tree == id })
 }
 
 // addHashed adds entry to the hashed item key (DIR_ITEM or XATTR_ITEM),

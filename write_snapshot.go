@@ -36,7 +36,10 @@ type SnapshotOptions struct {
 // of the source show in the snapshot as empty directories, as on Linux.
 //
 // Changes of the source not yet committed are committed first: the
-// snapshot holds everything done before the call.
+// snapshot holds everything done before the call. The snapshot is
+// committed too (with whatever else the transaction holds), as the
+// kernel makes a snapshot in a commit: changes to it start in the next
+// transaction.
 //
 // The source and the snapshot stay writable: a change copies the blocks
 // they share by the kernel's reference rules (tree blocks and data
@@ -63,6 +66,16 @@ func (fsys *FS) Snapshot(src, dst string, opts *SnapshotOptions) (uint64, error)
 	}
 	for attempt := 0; ; attempt++ {
 		id, err := fsys.snapshotOnce(src, dst, o)
+		if err == nil {
+			// Committed at once, as the kernel makes a snapshot in
+			// a commit: a block the snapshot owns must be newer
+			// than its creation generation (the ROOT_ITEM's key
+			// offset), or the kernel's deletion of the snapshot,
+			// taking such a block for one it cannot own, drops
+			// only its reference and leaves the snapshot's keyed
+			// references below it.
+			return id, fsys.Commit()
+		}
 		if !errors.Is(err, txn.ErrTreeChanged) || attempt == 3 {
 			return id, err
 		}

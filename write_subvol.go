@@ -80,6 +80,9 @@ func (c *wctx) newSubvolID() (disk.ObjectID, error) {
 	if id > disk.LastFreeObjectID {
 		return 0, syscall.ENOSPC
 	}
+	// The id may be a deleted subvolume's (the highest one's): what the
+	// writer counted for that tree must not carry over to the new one.
+	c.cache.forgetTree(id)
 	return id, nil
 }
 
