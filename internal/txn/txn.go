@@ -112,8 +112,8 @@ func (fs *FS) Begin() (*Txn, error) {
 	t := &Txn{fs: fs, gen: fs.sb.Generation + 1,
 		trees: map[disk.ObjectID]*ctree.Tree{}, rootKeys: map[disk.ObjectID]disk.Key{},
 		usedBase: map[disk.ObjectID]int64{},
-		pending: map[disk.LogicalAddr][]byte{},
-		live:    map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
+		pending:  map[disk.LogicalAddr][]byte{},
+		live:     map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
 		gone: map[disk.LogicalAddr]bool{}, touched: map[uint64]bool{}}
 	t.tx = ctree.NewTrans(t, t.gen, nil)
 	t.wb.write = t.writeData
