@@ -854,29 +854,13 @@ func (sr *snapRunner) kernelSession(n int) {
 	}
 	dir := btrfstest.Mount(t, "", sr.img)
 	abs := func(s *smSubvol, p string) string { return dir + "/" + s.fsPath(p) }
-	var deleted, enospc bool
+	var deleted bool
 	kdo := func(kind, desc string, s *smSubvol, err error, apply func()) {
 		t.Helper()
 		sr.n++
 		line := fmt.Sprintf("#%d kernel %s: %s", sr.n, desc, describeErr(err))
 		if sr.log = append(sr.log, line); len(sr.log) > 30 {
 			sr.log = sr.log[1:]
-		}
-		if errors.Is(err, syscall.ENOSPC) {
-			// Known bug, excluded here (the session ends, the
-			// model is unchanged): our writer never updates a
-			// tree's ROOT_ITEM bytes_used (the extent tree's stays
-			// at mkfs's one block however it grows), and the
-			// kernel, adding and subtracting a node per block it
-			// allocates and frees, takes it below zero when its
-			// session frees more extent-tree blocks than it made;
-			// its global reserve, sized from that, is then 512 MiB
-			// and metadata reservations fail (seed
-			// 14510096258290305807, GOBTRFS_LONG=1, mixed).
-			enospc = true
-			sr.counts["kernel ENOSPC (extent tree bytes_used below zero)"]++
-			t.Logf("seed %d: %s: the kernel's extent-tree bytes_used went below zero (known bug); its session ends here", sr.seed, line)
-			return
 		}
 		if err != nil {
 			t.Fatalf("seed %d: %s\nlast operations:\n%s", sr.seed, line, strings.Join(sr.log, "\n"))
@@ -888,9 +872,6 @@ func (sr *snapRunner) kernelSession(n int) {
 		}
 	}
 	for range n {
-		if enospc {
-			break
-		}
 		var writable []*smSubvol
 		for _, s := range sr.subs {
 			if !s.ro {

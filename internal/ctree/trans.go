@@ -207,6 +207,7 @@ func (tx *Trans) free(t *Tree, b *block) {
 	tx.store.Free(b.addr, reuse)
 	tx.stats.BlocksFreed.Add(1)
 	t.stats.BlocksFreed.Add(1)
+	t.blocks.Add(-1)
 }
 
 // forget is free for a block whose release the store has taken on
@@ -218,6 +219,7 @@ func (tx *Trans) forget(t *Tree, b *block) {
 	tx.mu.Unlock()
 	tx.stats.BlocksFreed.Add(1)
 	t.stats.BlocksFreed.Add(1)
+	t.blocks.Add(-1)
 }
 
 // newBlock allocates a block for tree t at level, with a fresh header and
@@ -253,6 +255,7 @@ func (tx *Trans) newBlockFrom(t *Tree, level int, hint disk.LogicalAddr, src []b
 	tx.add(b)
 	tx.stats.BlocksAllocated.Add(1)
 	t.stats.BlocksAllocated.Add(1)
+	t.blocks.Add(1)
 	return b, nil
 }
 

@@ -36,7 +36,18 @@ type Tree struct {
 	// only while the old root is write-locked, and readers lock what they
 	// loaded and check it is still the root (ctree-algorithms.md 9.2).
 	root atomic.Pointer[block]
+
+	// blocks is the number of blocks this Tree gained (new leaves,
+	// nodes, roots and copies) less those it lost (freed, or released
+	// to a SharedStore) since it was created or opened: a copy on write
+	// counts +1 -1, so over a transaction it is the change in the
+	// number of blocks the tree reaches (ROOT_ITEM bytes_used).
+	blocks atomic.Int64
 }
+
+// NetBlocks returns the blocks the tree gained less those it lost since
+// this Tree was created, opened or copied (CopyRoot counts its new root).
+func (t *Tree) NetBlocks() int64 { return t.blocks.Load() }
 
 // Create makes an empty tree for owner: one empty root leaf in tx.
 func Create(tx *Trans, owner disk.ObjectID, opts Options) (*Tree, error) {

@@ -510,7 +510,10 @@ func (t *Txn) settleBlockGroups() error {
 }
 
 // settleRoots writes the current root of every opened tree (but the root
-// and chunk trees, which the superblock records) into its ROOT_ITEM. The
+// and chunk trees, which the superblock records) into its ROOT_ITEM, with
+// bytes_used: nodesize × the blocks the tree reaches (as the kernel keeps
+// it), from the value the transaction found plus the blocks the tree
+// gained less those it lost (ctree.Tree.NetBlocks). The
 // extent tree's item is always rewritten, which copies the root tree's
 // root: the superblock generation must be the root tree root's.
 func (t *Txn) settleRoots() error {
@@ -521,14 +524,24 @@ func (t *Txn) settleRoots() error {
 	if _, err := t.Tree(disk.ExtentTreeObjectID); err != nil {
 		return err
 	}
+	ns := int64(t.fs.sb.NodeSize)
 	for _, id := range sortedIDs(t.rootKeys) {
-		r := t.trees[id].Root()
+		tr := t.trees[id]
+		r := tr.Root()
+		// bytes_used: nodesize × the blocks the tree reaches, kept by
+		// adding what it gained and lost; never below one node, since
+		// images written before this was kept hold too small values.
+		used := t.usedBase[id] + tr.NetBlocks()*ns
+		if used < ns {
+			used = ns
+		}
 		err := rt.UpdateItem(t.tx, t.rootKeys[id], func(b []byte) error {
 			var ri disk.RootItem
 			if err := ri.Decode(b); err != nil {
 				return err
 			}
 			ri.Bytenr, ri.Level, ri.Generation = r.Addr, uint8(r.Level), r.Generation
+			ri.BytesUsed = uint64(used)
 			if !ri.Legacy {
 				ri.GenerationV2 = r.Generation
 			}

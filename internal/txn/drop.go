@@ -377,6 +377,7 @@ func (t *Txn) Drop(p *DropPlan) (uint64, error) {
 	}
 	delete(t.trees, p.id)
 	delete(t.rootKeys, p.id)
+	delete(t.usedBase, p.id)
 	return p.bytes, nil
 }
 

@@ -37,6 +37,7 @@ func (t *Txn) CreateTree(id disk.ObjectID, item disk.RootItem) (*ctree.Tree, err
 	}
 	t.trees[id] = tr
 	t.rootKeys[id] = key
+	t.setUsedLocked(id, tr, item.BytesUsed)
 	return tr, nil
 }
 

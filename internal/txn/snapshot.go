@@ -73,6 +73,7 @@ func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tr
 	t.treesMu.Lock()
 	t.trees[id] = nt
 	t.rootKeys[id] = key
+	t.setUsedLocked(id, nt, item.BytesUsed) // a snapshot starts with its source's
 	t.setLastSnapLocked(id, item.LastSnapshot)
 	t.setLastSnapLocked(src, t.gen)
 	t.treesMu.Unlock()

@@ -267,6 +267,7 @@ func (t *Txn) createFreeSpaceTree() (*ctree.Tree, error) {
 	}
 	t.trees[id] = tr
 	t.rootKeys[id] = key
+	t.setUsedLocked(id, tr, item.BytesUsed)
 	return tr, nil
 }
 

@@ -37,6 +37,10 @@ type Txn struct {
 	// ROOT_ITEM sets it: blocks of the tree no newer may be shared
 	// (CopyShared).
 	lastSnap map[disk.ObjectID]disk.Generation
+	// usedBase is, for every tree in rootKeys, what its ROOT_ITEM
+	// bytes_used would be had the Tree gained and lost no block in this
+	// transaction: settleRoots writes usedBase + NetBlocks × nodesize.
+	usedBase map[disk.ObjectID]int64
 
 	// csumMu makes each change of the csum tree by AddCsums whole, and
 	// keeps it still for a reader of this transaction's csums
@@ -107,8 +111,9 @@ func (fs *FS) Begin() (*Txn, error) {
 	}
 	t := &Txn{fs: fs, gen: fs.sb.Generation + 1,
 		trees: map[disk.ObjectID]*ctree.Tree{}, rootKeys: map[disk.ObjectID]disk.Key{},
-		pending: map[disk.LogicalAddr][]byte{},
-		live:    map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
+		usedBase: map[disk.ObjectID]int64{},
+		pending:  map[disk.LogicalAddr][]byte{},
+		live:     map[disk.LogicalAddr]blockInfo{}, recorded: map[disk.LogicalAddr]bool{},
 		gone: map[disk.LogicalAddr]bool{}, touched: map[uint64]bool{}}
 	t.tx = ctree.NewTrans(t, t.gen, nil)
 	t.wb.write = t.writeData
@@ -142,7 +147,10 @@ func (t *Txn) treeLocked(id disk.ObjectID) (*ctree.Tree, error) {
 	if tr := t.trees[id]; tr != nil {
 		return tr, nil
 	}
-	var root ctree.Root
+	var (
+		root ctree.Root
+		used uint64 // ROOT_ITEM bytes_used
+	)
 	switch id {
 	case disk.RootTreeObjectID:
 		root = t.fs.rootTreeRoot()
@@ -160,13 +168,27 @@ func (t *Txn) treeLocked(id disk.ObjectID) (*ctree.Tree, error) {
 		root = ctree.Root{Addr: ri.Bytenr, Level: int(ri.Level), Generation: ri.Generation, Owner: id}
 		t.rootKeys[id] = key
 		t.setLastSnapLocked(id, ri.LastSnapshot)
+		used = ri.BytesUsed
 	}
 	tr, err := ctree.Open(t.tx, root, t.fs.treeOptions(id))
 	if err != nil {
 		return nil, err
 	}
 	t.trees[id] = tr
+	if _, ok := t.rootKeys[id]; ok {
+		t.setUsedLocked(id, tr, used)
+	}
 	return tr, nil
+}
+
+// setUsedLocked records that tree id's ROOT_ITEM bytes_used is used now,
+// with tr as it stands: the commit adds what tr gains or loses from here
+// on (settleRoots). treesMu is held, or the caller runs alone.
+func (t *Txn) setUsedLocked(id disk.ObjectID, tr *ctree.Tree, used uint64) {
+	// A value past 2^63 (taken below zero by a kernel, after an older
+	// gobtrfs left it too small) reads as negative and is clamped by
+	// settleRoots.
+	t.usedBase[id] = int64(used) - tr.NetBlocks()*int64(t.fs.sb.NodeSize)
 }
 
 // lookupRootItem finds the ROOT_ITEM of id in the running root tree.
