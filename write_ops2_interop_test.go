@@ -348,11 +348,14 @@ func ops2SecondSession(t *testing.T, img string) {
 	ops2Check(t, []ops2Case{
 		{"link into subvolume", func() error { return fsys.Link("kept", "sv/k") }, syscall.EXDEV, true},
 		{"rename into subvolume", func() error { return fsys.Rename("kept", "sv/k") }, syscall.EXDEV, true},
-		{"rename subvolume", func() error { return fsys.Rename("sv", "sv2") }, syscall.EXDEV, true},
-		{"remove subvolume", func() error { return fsys.Remove("sv") }, syscall.EXDEV, false},
-		{"removeall subvolume", func() error { return fsys.RemoveAll("sv") }, syscall.EXDEV, false},
+		// A subvolume is never replaced by a rename, and rmdir of one
+		// that is not empty fails, as on Linux (moves of subvolumes
+		// themselves work: below).
+		{"rename subvolume over subvolume", func() error { return fsys.Rename("sv", "m/n/o/sv2") }, syscall.ENOTEMPTY, true},
+		{"remove subvolume", func() error { return fsys.Remove("sv") }, syscall.ENOTEMPTY, false},
 		{"removeall around subvolume", func() error { return fsys.RemoveAll("m/n") }, syscall.EXDEV, false},
 	})
+	ops2Must(t, fsys.Rename("sv", "x/sv-moved"))
 	if _, err := fsys.Lstat("m/n/o"); err != nil {
 		t.Errorf("m/n/o after a refused RemoveAll: %v", err)
 	}
@@ -387,8 +390,8 @@ func ops2FinalCheck(t *testing.T, img string, ours *btrfstest.Tree) {
 	if e := got.Entries["dst/victim-link"]; e == nil || e.Type != btrfstest.TypeSymlink {
 		t.Errorf("dst/victim-link after rename over it: %+v", e)
 	}
-	for _, p := range []string{"m/n/moved", "kchr", "chr", "s1", "x/links/ours-300"} {
-		if _, ok := got.Entries[p]; ok != (p == "x/links/ours-300") {
+	for _, p := range []string{"m/n/moved", "kchr", "chr", "s1", "sv", "x/links/ours-300", "x/sv-moved/f"} {
+		if _, ok := got.Entries[p]; ok != (p == "x/links/ours-300" || p == "x/sv-moved/f") {
 			t.Errorf("%s: present %v", p, ok)
 		}
 	}
