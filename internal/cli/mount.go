@@ -116,6 +116,12 @@ func runMount(cmd *cobra.Command, image, dir string, ff *fsFlags, bo *btrfs.Opti
 		}
 		defer stop()
 	}
+	// The signals are caught before the mount appears: a SIGTERM sent as
+	// soon as the mount is seen (as a script or test does) unmounts and
+	// commits instead of killing the daemon with the mount left behind.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
 	srv, err := fuse.Mount(dir, fsys, mo)
 	if err != nil {
 		fsys.Close()
@@ -126,9 +132,6 @@ func runMount(cmd *cobra.Command, image, dir string, ff *fsFlags, bo *btrfs.Opti
 		ready.Close()
 		ready = nil
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	go func() {
 		srv.Wait()

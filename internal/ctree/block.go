@@ -107,6 +107,19 @@ func (b *block) edit() {
 	}
 }
 
+// headerBytes returns bytes of the block whose header may be read without
+// its lock: a committed block's buf never changes, and a private block's
+// newest version is published atomically (buf itself is replaced under
+// the write lock when its bytes are kept for views).
+func (b *block) headerBytes() []byte {
+	if b.tx != nil {
+		if v := b.vers.Load(); v != nil && len(*v) > 0 {
+			return (*v)[len(*v)-1].buf
+		}
+	}
+	return b.buf
+}
+
 // node returns the block as a read-only disk.Node view.
 func (b *block) node() disk.Node { return disk.Node(b.buf) }
 

@@ -157,11 +157,16 @@ func (tx *Trans) lookup(e disk.Expect) (*block, error) {
 	}
 	// Generation and level of a block never change while it is reachable
 	// (except the level of a root, which is not reached through a pointer),
-	// so reading them without the block's lock is safe.
-	if (e.Level >= 0 && b.level() != e.Level) || (e.Generation != 0 && b.generation() != e.Generation) {
+	// so reading them without the block's lock is safe; but not through
+	// b.buf, which a change holding the lock replaces when it keeps the
+	// bytes for views (keepForViews): through the versions, which are
+	// published atomically and all carry the same header.
+	hdr := b.headerBytes()
+	level, gen := int(hdr[offLevel]), disk.Generation(le.Uint64(hdr[offGen:]))
+	if (e.Level >= 0 && level != e.Level) || (e.Generation != 0 && gen != e.Generation) {
 		return nil, &disk.CorruptError{Logical: e.Bytenr, Tree: e.Owner,
 			What: fmt.Sprintf("cached block level %d generation %d, parent expects level %d generation %d",
-				b.level(), b.generation(), e.Level, e.Generation)}
+				level, gen, e.Level, e.Generation)}
 	}
 	return b, nil
 }
