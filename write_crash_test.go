@@ -418,12 +418,18 @@ func runWithLoss(t *testing.T, base *crashImage, work string, opts *btrfs.Option
 // returns "before" or "after".
 func crashState(t *testing.T, run *lossRun, path string, before, after map[string][]byte, what string) string {
 	t.Helper()
+	return crashStateOf(t, run, path, before, after, what, topFiles)
+}
+
+// crashStateOf is crashState with the files read by files.
+func crashStateOf(t *testing.T, run *lossRun, path string, before, after map[string][]byte, what string, files func(*btrfs.FS) (map[string][]byte, error)) string {
+	t.Helper()
 	crashImageOf(t, run.disk, run.disk.Size()).save(t, path)
 	fsys, err := btrfs.Open(path, nil)
 	if err != nil {
 		t.Fatalf("%s: open: %v", what, err)
 	}
-	got, err := topFiles(fsys)
+	got, err := files(fsys)
 	fsys.Close()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)

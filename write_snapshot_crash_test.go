@@ -362,32 +362,7 @@ func snapshotFiles(files map[string][]byte, src, dst string) {
 // checker) and 6.19, is clean. It returns "before" or "after".
 func sharedCrashState(t *testing.T, run *lossRun, path string, before, after map[string][]byte, what string) string {
 	t.Helper()
-	crashImageOf(t, run.disk, run.disk.Size()).save(t, path)
-	fsys, err := btrfs.Open(path, nil)
-	if err != nil {
-		t.Fatalf("%s: open: %v", what, err)
-	}
-	got, err := allFiles(fsys)
-	fsys.Close()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	st := ""
-	switch {
-	case sameFileSet(got, before):
-		st = "before"
-	case sameFileSet(got, after):
-		st = "after"
-	default:
-		t.Fatalf("%s: neither the state before nor after:\nvs before: %s\nvs after: %s",
-			what, fileSetDiff(got, before), fileSetDiff(got, after))
-	}
-	w, err := btrfs.OpenWritable(path, nil)
-	if err != nil {
-		t.Fatalf("%s: open for writing: %v", what, err)
-	}
-	w.Close()
-	btrfstest.Check(t, []string{path}, true)
+	st := crashStateOf(t, run, path, before, after, what, allFiles)
 	btrfstest.CheckNewer(t, path, true)
 	return st
 }
