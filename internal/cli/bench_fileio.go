@@ -110,13 +110,16 @@ func (fl *fileioFlags) config(image string) (fileio.Config, error) {
 const fileioDifferences = `Differences from sysbench fileio 1.0.20:
   - The files live in IMAGE (a btrfs image or device) and are reached through
     gobtrfs's own filesystem, in this process; the kernel is not involved.
-  - fsync commits the whole filesystem (no log tree yet); an fsync of a file
-    with no write since the last commit returns at once without a commit, as
-    fsync of a clean file does on Linux. "commits" counts real commits.
+  - fsync is File.Sync: while the transaction holds only data writes to files
+    that existed at the last commit it writes the tree log, as the kernel does;
+    otherwise it commits the whole filesystem (the kernel logs names and new
+    files too). An fsync of a file with no write since the last commit
+    returns at once, as fsync of a clean file does on Linux. "commits" counts
+    real commits, not log writes.
   - seqwr: prepare removes the files and creates them empty (sysbench's run
     does that part), so the timed phase starts from empty files here too.
-  - The filesystem runs reads beside each other but changes one at a time;
-    concurrent fsyncs share commits (group commit).
+  - Reads never wait for one another; writes to different files run in
+    parallel; concurrent fsyncs share one commit or log write (group commit).
   - --file-fsync-end=off: what was written is committed after the timed phase.
   - Written data is zeros (as sysbench without --validate); --verify writes
     checkable blocks and checks every read and every file at the end.

@@ -1,7 +1,7 @@
 // Package fileio is sysbench's fileio benchmark run inside the process,
 // against a btrfs image through the filesystem's public write API
-// (btrfs.OpenWritable): FS.WriteAt for writes, FS.OpenFile and ReadAt for
-// reads, FS.Sync for fsync. It exists to reproduce the measurement of the
+// (btrfs.OpenWritable): files opened once with FS.OpenFile, File.WriteAt
+// and ReadAt for requests, File.Sync for fsync. It exists to reproduce the measurement of the
 // seed patch ("Btrfs: more efficient push_leaf_right": sysbench fileio, 512
 // threads, 512 files, 8 KiB requests, fsync every 100) through our own
 // filesystem, and reports, besides sysbench's figures, the B-tree engine's
@@ -37,18 +37,21 @@
 //
 //   - The image is the filesystem: files live in it, not in the current
 //     directory, and nothing goes through the kernel.
-//   - fsync is FS.Sync, which commits every change of the filesystem (our
-//     filesystem has no log tree yet). An fsync of a file with no write
-//     since the last commit returns at once without a commit, as fsync
-//     of a clean file does on Linux; `commits` counts the commits made.
+//   - fsync is File.Sync: while the running transaction holds only data
+//     writes to files that existed at the last commit, it writes the tree
+//     log as the kernel does (docs/design/0019); otherwise it commits the
+//     whole filesystem, where the kernel would log names and new files
+//     too. An fsync of a file with no write since the last commit returns
+//     at once, as fsync of a clean file does on Linux; `commits` counts
+//     the commits made, not log writes.
 //   - seqwr's prepare removes the files and creates them empty; sysbench's
 //     prepare removes them and its run creates them. Either way the timed
 //     phase starts from empty files; here both runs of a comparison start
 //     from the same image.
 //   - Every file is opened once and kept open, as sysbench does; reads,
 //     writes (File.WriteAt, by inode) and fsyncs (File.Sync) go through
-//     the handle. The FS runs reads beside each other and changes one at
-//     a time (docs/design/0009).
+//     the handle. Reads never wait for one another and writes to
+//     different files run in parallel (docs/design/0009).
 //   - Written data is zeros, as sysbench writes without --validate; with
 //     Verify (tests) every block is self-describing and random requests
 //     avoid blocks another thread holds, as sysbench's --validate does.
