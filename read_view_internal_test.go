@@ -233,6 +233,55 @@ func TestReadsDuringCommit(t *testing.T) {
 	readsMustFinish(t, wantFile(fsys, "a", v1))
 }
 
+// TestFirstReadDuringCommit: after a quiet spell (no read for longer than
+// readWindow, so the runs before left no view), a read that arrives while
+// a commit's critical section holds the lock reads the state the commit
+// began with instead of waiting for it: the commit publishes one first.
+func TestFirstReadDuringCommit(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	v1 := bytes.Repeat([]byte("quiet then"), 3000)
+	if err := fsys.WriteFile("a", v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat("a"); err != nil { // a read: a view is published
+		t.Fatal(err)
+	}
+	time.Sleep(readWindow + 50*time.Millisecond)
+	if err := fsys.Mkdir("d", 0o755); err != nil { // ends a run with no read in the window
+		t.Fatal(err)
+	}
+	if !fsys.w.stale.Load() {
+		t.Fatal("the run after a quiet spell published a view; the test needs it stale")
+	}
+	inCommit, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	SetPreparedHook(fsys, func(uint64) { once.Do(func() { close(inCommit); <-release }) })
+	done := make(chan error, 1)
+	go func() { done <- fsys.Commit() }()
+	<-inCommit
+	readsMustFinish(t,
+		wantFile(fsys, "a", v1),
+		func() error {
+			fi, err := fsys.Stat("d")
+			if err != nil || !fi.IsDir() {
+				return fmt.Errorf("stat d: %v", err)
+			}
+			return nil
+		},
+	)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	readsMustFinish(t, wantFile(fsys, "a", v1))
+}
+
 // TestViewOutlivesCommit: a read that took its view before a commit keeps
 // reading that state after it, and the first change after the commit (which
 // begins a transaction that may reuse what the commit freed) waits for it.

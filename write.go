@@ -166,6 +166,14 @@ func (fsys *FS) commitLocked() (*txn.Flight, uint64, error) {
 		// changes all failed before changing anything stays open).
 		return w.flight, w.flightSeq, nil
 	}
+	if w.stale.Load() {
+		// No view shows the changes since the last publication (reads
+		// were quiet). Publish one now, so that a read arriving during
+		// the critical section below reads it instead of waiting for
+		// the commit (freshView). It costs a copy of each block Prepare
+		// then edits, once per commit, and only after a quiet spell.
+		w.main.publish()
+	}
 	t := w.t
 	w.t = nil
 	seq := w.seq.Load()
