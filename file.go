@@ -148,28 +148,34 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 // most that (docs/design/0009, "How long a view lives").
 const viewPiece = 4 << 20
 
-// readAtOne is ReadAt in one view, tried once more in the current view
-// when it may have met bytes rewritten in place (FS.staleCorrupt).
+// readAtOne is ReadAt in one view, tried again in the current view when
+// it may have met bytes rewritten in place (FS.staleCorrupt) or its view
+// was of a transaction dropped meanwhile (FS.viewDropped).
 func (f *File) readAtOne(p []byte, off int64) (int, error) {
 	for try := 0; ; try++ {
-		n, err, stale := f.readAtView(p, off)
-		if try > 0 || !stale {
+		n, err, why := f.readAtView(p, off)
+		if !f.fsys.retryRead(why, try) {
 			return n, err
 		}
 	}
 }
 
-// readAtView is ReadAt in one view; stale reports a checksum failure
-// that reading the current view may not have (FS.staleCorrupt).
-func (f *File) readAtView(p []byte, off int64) (n int, err error, stale bool) {
+// readAtView is ReadAt in one view; why says whether to read again in a
+// newer one (FS.readAgainWhy).
+func (f *File) readAtView(p []byte, off int64) (n int, err error, why readAgain) {
 	r, done := f.fsys.reader()
 	defer done()
 	st, err := f.state(r)
 	if err != nil {
-		return 0, f.pathErr("read", err), false
+		return 0, f.pathErr("read", err), readDone
+	}
+	if w := f.fsys.w; w != nil {
+		if h := w.readHook.Load(); h != nil {
+			(*h)()
+		}
 	}
 	n, err = f.readAtState(r, st, p, off)
-	return n, err, r.staleCorrupt(err)
+	return n, err, r.readAgainWhy(err)
 }
 
 // readAtState is ReadAt over one loaded state, in read r's view.

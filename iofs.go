@@ -81,8 +81,8 @@ func (fsys *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 // ReadFile returns the contents of the named file.
 func (fsys *FS) ReadFile(name string) ([]byte, error) {
 	for try := 0; ; try++ {
-		b, n, f, err, stale := fsys.readFileView(name)
-		if try > 0 || !stale {
+		b, n, f, err, why := fsys.readFileView(name)
+		if !fsys.retryRead(why, try) {
 			if err == nil && f != nil && n < len(b) {
 				// Past the first piece, a view per piece (File.ReadAt).
 				var m int
@@ -98,22 +98,22 @@ func (fsys *FS) ReadFile(name string) ([]byte, error) {
 
 // readFileView is ReadFile in one view: a buffer of the file's size with
 // its first n bytes read. On a writable FS it reads at most viewPiece
-// bytes and returns the open file f to read the rest through. stale as
+// bytes and returns the open file f to read the rest through. why as
 // for File.readAtView.
-func (fsys *FS) readFileView(name string) (_ []byte, n int, f *File, _ error, stale bool) {
+func (fsys *FS) readFileView(name string) (_ []byte, n int, f *File, _ error, why readAgain) {
 	r, done := fsys.reader()
 	defer done()
 	f, err := r.openFile(fsys, name)
 	if err != nil {
-		return nil, 0, nil, err, false
+		return nil, 0, nil, err, readDone
 	}
 	st := f.st.Load()
 	if st.in.isDir() {
-		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}, false
+		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}, readDone
 	}
 	size := st.in.item.Size
 	if size > uint64(maxReadFile) {
-		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}, false
+		return nil, 0, nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EFBIG}, readDone
 	}
 	buf := make([]byte, size)
 	first, more := buf, f
@@ -129,7 +129,7 @@ func (fsys *FS) readFileView(name string) (_ []byte, n int, f *File, _ error, st
 	if n < len(first) {
 		buf, more = buf[:n], nil // short: the file ended
 	}
-	return buf, n, more, err, r.staleCorrupt(err)
+	return buf, n, more, err, r.readAgainWhy(err)
 }
 
 // maxReadFile bounds ReadFile's allocation; larger files are read through

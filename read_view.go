@@ -264,3 +264,61 @@ func (fsys *FS) reader() (*FS, func()) {
 func (fsys *FS) staleCorrupt(err error) bool {
 	return err != nil && fsys.rv != nil && errors.Is(err, ErrCorrupt) && fsys.w.pub.Load() != fsys.rv
 }
+
+// viewDropped reports whether read r's view showed a transaction that
+// has been dropped since (Rollback, or an abort). The dropped
+// transaction's data written behind is never written: a read of it
+// through the view may have met the device's stale bytes, which a file
+// without checksums cannot tell. Called after the read, it is exact
+// (txn.Txn.Dropped): false means what was read is what the view showed.
+func (fsys *FS) viewDropped() bool {
+	if fsys.rv == nil {
+		return false
+	}
+	tr, ok := fsys.data.(*txnDataReader)
+	return ok && tr.t.Dropped()
+}
+
+// readAgain is why a read of file data must be read again in a newer
+// view (readAgainWhy), or readDone.
+type readAgain int
+
+const (
+	readDone    readAgain = iota
+	readStale             // staleCorrupt: tried once more
+	readDropped           // viewDropped: read again until a view that was not
+)
+
+// readAgainWhy says whether, and why, a read of view r that returned err
+// must be read again with a newer view.
+func (fsys *FS) readAgainWhy(err error) readAgain {
+	switch {
+	case fsys.viewDropped():
+		return readDropped
+	case fsys.staleCorrupt(err):
+		return readStale
+	}
+	return readDone
+}
+
+// retryRead reports whether a read through fsys, whose try (from 0)
+// ended in a view for reason why, reads again; the caller has released
+// that view. A read whose view was dropped waits until the rollback or
+// abort that dropped it has published the state after it (it holds
+// w.mu throughout), so the next try does not take the dropped view
+// again. A read bound to one view (FS.reader's result) has no other
+// view to read and is not read again for a drop.
+func (fsys *FS) retryRead(why readAgain, try int) bool {
+	switch why {
+	case readStale:
+		return try == 0
+	case readDropped:
+		if fsys.w == nil || fsys.rv != nil {
+			return false
+		}
+		fsys.w.mu.RLock()
+		fsys.w.mu.RUnlock() //nolint:staticcheck // empty on purpose: waits for the writer
+		return true
+	}
+	return false
+}

@@ -8,12 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"math/rand"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // readsMustFinish runs each read in its own goroutine and fails the test
@@ -335,27 +338,83 @@ func TestViewOutlivesCommit(t *testing.T) {
 	readsMustFinish(t, wantFile(fsys, "b", v3))
 }
 
-// stamped returns n bytes of 8-byte words k.
+// stampMark is in the high half of every stamp word: bytes that are no
+// stamp (zeros where data was never written, tree blocks) are told apart
+// from stamp 0.
+const stampMark = 0x5354414d << 32
+
+// stamped returns n bytes of 8-byte words of stamp k.
 func stamped(k uint64, n int) []byte {
 	b := make([]byte, n)
 	for i := 0; i+8 <= n; i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], k)
+		binary.LittleEndian.PutUint64(b[i:], stampMark|k)
 	}
 	return b
 }
 
-// oneStamp returns the stamp of b, or an error when b holds more than one.
+// oneStamp returns the stamp of b, or an error when b holds more than one
+// or words that are no stamp.
 func oneStamp(b []byte) (uint64, error) {
 	if len(b) < 8 {
 		return 0, fmt.Errorf("%d bytes", len(b))
 	}
 	k := binary.LittleEndian.Uint64(b)
+	if k&^(1<<32-1) != stampMark {
+		return 0, fmt.Errorf("no stamp: % x", b[:8])
+	}
 	for i := 0; i+8 <= len(b); i += 8 {
 		if got := binary.LittleEndian.Uint64(b[i:]); got != k {
-			return 0, fmt.Errorf("words of stamps %d and %d at %d", k, got, i)
+			return 0, fmt.Errorf("words %#x and %#x at %d", k, got, i)
 		}
 	}
-	return k, nil
+	return k &^ stampMark, nil
+}
+
+// consistentVariant is one form of TestReadsConsistentRandom.
+type consistentVariant struct {
+	name   string
+	mkfs   btrfstest.MkfsOptions
+	rounds int
+	// nosum makes every file NODATASUM: no checksum tells a read it
+	// met the wrong bytes.
+	nosum bool
+	// rollback: the writers also roll the running transaction back
+	// (everyone's changes since the last commit), now and then.
+	rollback bool
+	// slowReads: reads of big go through an open File, and a quarter of
+	// them wait up to 30 ms after they took their view (readHook); so do
+	// a quarter of the reads of pairs.
+	slowReads bool
+}
+
+// readOpen reads name whole through an open File.
+func readOpen(fsys *FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, fi.Size())
+	n, err := f.ReadAt(b, 0)
+	if err == io.EOF {
+		err = nil
+	}
+	return b[:n], err
+}
+
+var consistentVariants = []consistentVariant{
+	{name: "default", mkfs: btrfstest.MkfsOptions{Size: 512 << 20}, rounds: 40},
+	// Mixed block groups: the commit's tree blocks go where data was
+	// (docs/design/0009, "How long a view lives").
+	{name: "mixed-nosum", mkfs: btrfstest.MkfsOptions{Size: 512 << 20, NodeSize: 4096, Extra: []string{"--mixed"}},
+		rounds: 12, nosum: true, slowReads: true},
+	// Rollbacks drop data still staged for writing behind while reads
+	// of views of the dropped transaction go on.
+	{name: "nosum-rollback", mkfs: btrfstest.MkfsOptions{Size: 512 << 20}, rounds: 12, nosum: true, rollback: true, slowReads: true},
 }
 
 // TestReadsConsistentRandom: writers change their own directories at random
@@ -366,19 +425,36 @@ func oneStamp(b []byte) (uint64, error) {
 // one view (an internal reader) hold stamps of one state of their
 // writer's pair (the pair is written stamp by stamp, a before b, so in any
 // state b's stamp is a's or one less); and no reader ever sees a stamp go
-// back. Commits land everywhere: Sync, background commits, a small dirty
-// limit.
+// back (but where rollbacks take them back). Commits land everywhere:
+// Sync, background commits, a small dirty limit. Variants: mixed block
+// groups, files without checksums, rollbacks. GOBTRFS_SEED replays the
+// writers' and readers' choices (not the interleaving).
 func TestReadsConsistentRandom(t *testing.T) {
 	btrfstest.RequireProgs(t)
-	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 512 << 20})
+	for _, v := range consistentVariants {
+		t.Run(v.name, func(t *testing.T) { testReadsConsistent(t, v) })
+	}
+}
+
+func testReadsConsistent(t *testing.T, v consistentVariant) {
+	img := btrfstest.Mkfs(t, v.mkfs)
 	fsys, err := OpenWritable(img, &Options{CommitInterval: 20 * time.Millisecond, DirtyLimit: 2 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fsys.Close()
 	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	const writers, readers, rounds = 3, 4, 60
+	if s := os.Getenv("GOBTRFS_SEED"); s != "" {
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("GOBTRFS_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("seed %d (replay the choices: GOBTRFS_SEED=%d go test -run '^%s$' .)", seed, seed, t.Name())
+	const writers, readers = 3, 4
+	rounds := v.rounds
+	if os.Getenv("GOBTRFS_LONG") == "1" {
+		rounds *= 4
+	}
 	sizes := []int{300 << 10, 4096, 70 << 10}
 	for g := range writers {
 		d := fmt.Sprintf("d%d", g)
@@ -386,7 +462,15 @@ func TestReadsConsistentRandom(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"big", "a", "b"} {
-			if err := fsys.WriteFile(d+"/"+name, stamped(0, sizes[g%len(sizes)]), 0o644); err != nil {
+			if err := fsys.WriteFile(d+"/"+name, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if v.nosum {
+				if err := fsys.SetInodeFlags(d+"/"+name, uint64(disk.InodeNoDataSum), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := fsys.WriteAt(d+"/"+name, stamped(0, sizes[g%len(sizes)]), 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -394,11 +478,16 @@ func TestReadsConsistentRandom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := fsys.Commit(); err != nil { // what rollbacks go back to, at the least
+		t.Fatal(err)
+	}
 	var (
 		stop     atomic.Bool
 		wg       sync.WaitGroup
 		failOnce sync.Once
 		failure  error
+		finished atomic.Int32 // writers done
+		rollback atomic.Int32
 	)
 	fail := func(err error) {
 		failOnce.Do(func() { failure = err })
@@ -408,17 +497,33 @@ func TestReadsConsistentRandom(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer finished.Add(1)
 			rng := rand.New(rand.NewSource(seed + int64(g)))
 			d := fmt.Sprintf("d%d", g)
 			size := sizes[g%len(sizes)]
 			p := 0
-			for k := uint64(1); k <= rounds && !stop.Load(); k++ {
+			for k := uint64(1); k <= uint64(rounds) && !stop.Load(); k++ {
 				steps := []func() error{
 					func() error { return fsys.WriteFile(d+"/big", stamped(k, 300<<10+rng.Intn(3)*4096), 0o644) },
+					func() error {
+						if !v.rollback || rng.Intn(8) != 0 {
+							return nil
+						}
+						// Right after big was written: its data
+						// is likely still staged, never written.
+						time.Sleep(time.Duration(rng.Intn(10)) * time.Millisecond)
+						rollback.Add(1)
+						return fsys.Rollback()
+					},
 					func() error { _, err := fsys.WriteAt(d+"/a", stamped(k, size), 0); return err },
 					func() error { _, err := fsys.WriteAt(d+"/b", stamped(k, size), 0); return err },
 					func() error {
 						err := fsys.Rename(fmt.Sprintf("%s/p%d", d, p), fmt.Sprintf("%s/p%d", d, 1-p))
+						if v.rollback && errors.Is(err, fs.ErrNotExist) {
+							// A rollback took the last rename back.
+							p = 1 - p
+							err = fsys.Rename(fmt.Sprintf("%s/p%d", d, p), fmt.Sprintf("%s/p%d", d, 1-p))
+						}
 						p = 1 - p
 						return err
 					},
@@ -438,6 +543,16 @@ func TestReadsConsistentRandom(t *testing.T) {
 			}
 		}()
 	}
+	if v.slowReads {
+		// Some reads of open Files hold their view a while before they
+		// read the data: changes and commits go on meanwhile.
+		hook := func() {
+			if rand.Intn(4) == 0 {
+				time.Sleep(time.Duration(rand.Intn(30)) * time.Millisecond)
+			}
+		}
+		fsys.w.readHook.Store(&hook)
+	}
 	var reads atomic.Int64
 	for rd := range readers {
 		wg.Add(1)
@@ -450,7 +565,13 @@ func TestReadsConsistentRandom(t *testing.T) {
 				d := fmt.Sprintf("d%d", g)
 				switch rng.Intn(3) {
 				case 0:
-					b, err := fsys.ReadFile(d + "/big")
+					var b []byte
+					var err error
+					if v.slowReads {
+						b, err = readOpen(fsys, d+"/big")
+					} else {
+						b, err = fsys.ReadFile(d + "/big")
+					}
 					if err == nil {
 						_, err = oneStamp(b)
 					}
@@ -470,9 +591,18 @@ func TestReadsConsistentRandom(t *testing.T) {
 					}
 				case 2:
 					r, done := fsys.reader()
+					if v.slowReads && rng.Intn(4) == 0 {
+						time.Sleep(time.Duration(rng.Intn(30)) * time.Millisecond)
+					}
 					ba, erra := r.ReadFile(d + "/a")
 					bb, errb := r.ReadFile(d + "/b")
+					// A read bound to one view has no other to read
+					// again in when a rollback drops its transaction.
+					dropped := r.viewDropped()
 					done()
+					if dropped {
+						break
+					}
 					if err := errors.Join(erra, errb); err != nil {
 						fail(fmt.Errorf("reader %d: %s: %w", rd, d, err))
 						break
@@ -482,6 +612,9 @@ func TestReadsConsistentRandom(t *testing.T) {
 					switch {
 					case erra != nil || errb != nil:
 						fail(fmt.Errorf("reader %d: %s: a %v, b %v", rd, d, erra, errb))
+					case v.rollback:
+						// A rollback between a writer's a and b
+						// leaves b to be written after an older a.
 					case kb != ka && kb+1 != ka:
 						fail(fmt.Errorf("reader %d: %s: a at %d and b at %d in one view", rd, d, ka, kb))
 					case ka < last[g]:
@@ -500,7 +633,7 @@ func TestReadsConsistentRandom(t *testing.T) {
 			if stop.Load() {
 				return
 			}
-			if writersDone(fsys, writers, rounds) {
+			if finished.Load() == writers && (v.rollback || writersDone(fsys, writers, rounds)) {
 				stop.Store(true)
 				return
 			}
@@ -510,35 +643,44 @@ func TestReadsConsistentRandom(t *testing.T) {
 	if failure != nil {
 		t.Fatal(failure)
 	}
-	t.Logf("%d reads", reads.Load())
-	for g := range writers {
-		d := fmt.Sprintf("d%d", g)
-		for _, name := range []string{"a", "b"} {
-			b, err := fsys.ReadFile(d + "/" + name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if k, err := oneStamp(b); err != nil || k != rounds {
-				t.Fatalf("%s/%s: stamp %d (%v), want %d", d, name, k, err, rounds)
+	t.Logf("%d reads, %d rollbacks", reads.Load(), rollback.Load())
+	if v.rollback {
+		// Another writer's rollback may have taken a writer's last
+		// round back: write it again.
+		for g := range writers {
+			for _, name := range []string{"a", "b"} {
+				if _, err := fsys.WriteAt(fmt.Sprintf("d%d/%s", g, name), stamped(uint64(rounds), sizes[g%len(sizes)]), 0); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
+	ro, err := Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if !writersDone(ro, writers, rounds) {
+		t.Error("the image does not hold the writers' last round")
+	}
 	btrfstest.Check(t, []string{img}, true)
 }
 
 // writersDone reports whether every writer of TestReadsConsistentRandom
-// has written its last round (its b holds the last stamp).
+// has written its last round (its a and b hold the last stamp).
 func writersDone(fsys *FS, writers, rounds int) bool {
 	for g := range writers {
-		b, err := fsys.ReadFile(fmt.Sprintf("d%d/b", g))
-		if err != nil {
-			return false
-		}
-		if k, err := oneStamp(b); err != nil || k != uint64(rounds) {
-			return false
+		for _, name := range []string{"a", "b"} {
+			b, err := fsys.ReadFile(fmt.Sprintf("d%d/%s", g, name))
+			if err != nil {
+				return false
+			}
+			if k, err := oneStamp(b); err != nil || k != uint64(rounds) {
+				return false
+			}
 		}
 	}
 	return true

@@ -101,6 +101,10 @@ type writer struct {
 	// is published; drainHook each time drainViews waits.
 	midRun    func()
 	drainHook func()
+	// readHook, when set (by tests), is called by each File read of
+	// data after it took its view and loaded the file's state, before
+	// it reads: a read in progress, held there.
+	readHook atomic.Pointer[func()]
 }
 
 // OpenWritable opens the filesystem in the image file or block device at

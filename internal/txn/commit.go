@@ -298,6 +298,9 @@ func (t *Txn) Abort() {
 	if t.done {
 		return
 	}
+	// First of all: a reader that finds Dropped false after it read
+	// this transaction's data read it before the staged bytes went.
+	t.dropped.Store(true)
 	t.done = true
 	t.fs.running = nil
 	t.abortLog()
@@ -320,6 +323,15 @@ func (t *Txn) Abort() {
 		t.fs.setBroken(err)
 	}
 }
+
+// Dropped reports whether the transaction was aborted (Abort, also a
+// failed Prepare). Safe for concurrent use. Its data written behind is
+// dropped with it, never written: a reader of its data (ReadStaged, or
+// the device where the staged bytes would have gone) that finds Dropped
+// true after its read may have read bytes that were never the file's,
+// and must read again from a state after the abort; one that finds it
+// false read what the transaction wrote.
+func (t *Txn) Dropped() bool { return t.dropped.Load() }
 
 // settle runs the bookkeeping steps until a whole pass allocates and frees
 // nothing: then every item they maintain describes the final state. The

@@ -153,16 +153,36 @@ func (t *Txn) settleDataExtent(a disk.LogicalAddr, dd *dataDelta, gone *[]alloc.
 		return t.insertDataExtent(et, a, dd.numBytes, gen, &x)
 	}
 	*gone = append(*gone, alloc.Range{Start: uint64(a), End: uint64(a) + dd.numBytes})
-	if dd.fresh {
-		return t.releaseSpace(uint64(a), dd.numBytes)
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.touch(uint64(a))
+	if dd.fresh && !t.mixedAt(uint64(a)) {
+		// Written in this transaction and overwritten in it: nothing
+		// committed points here, and only a later transaction's data
+		// can take the bytes (docs/design/0009, "How long a view
+		// lives").
+		if err := t.fs.space.Release(uint64(a), dd.numBytes); err != nil {
+			return fmt.Errorf("txn: release data [%d, +%d): %w", a, dd.numBytes, err)
+		}
+		return nil
+	}
+	// Committed, or in a mixed group: pinned until the commit is
+	// durable and a later transaction begins. In a mixed group this
+	// commit's own tree blocks would otherwise take a fresh extent's
+	// bytes at once and write over them while a reader of a view of
+	// this transaction published before the overwrite may still read
+	// the extent: a file without checksums would return tree blocks.
 	if err := t.fs.space.Free(uint64(a), dd.numBytes); err != nil {
 		return fmt.Errorf("txn: free data extent %d: %w", a, err)
 	}
 	return nil
+}
+
+// mixedAt reports whether the block group holding a takes tree blocks
+// as well as data (MIXED_GROUPS). t.mu held.
+func (t *Txn) mixedAt(a uint64) bool {
+	g := t.fs.space.Group(a)
+	return g != nil && g.Flags&disk.BlockGroupData != 0 && g.Flags&(disk.BlockGroupMetadata|disk.BlockGroupSystem) != 0
 }
 
 // readDataExtent collects the extent item at a and its keyed refs.

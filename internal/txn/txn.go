@@ -70,6 +70,9 @@ type Txn struct {
 	changes  int             // count of Alloc and Free calls, for the fixpoint
 	err      error           // first error of Alloc/Free, reported by Commit
 	done     bool
+	// dropped is set by Abort before it lets go of anything the
+	// transaction wrote or staged (Dropped).
+	dropped atomic.Bool
 
 	// growMu protects grow: the chunks this transaction allocated and the
 	// device space it took (chunkalloc.go); nil until the first new chunk.
