@@ -413,9 +413,10 @@ func (fsys *FS) changeRename(op, oldname, newname string, fn func(c *wctx) (star
 // changeOnInode is change of a change that edits the one existing inode
 // name resolves to (c.resolve) and nothing else: attributes, xattrs,
 // flags, data by path. It may run beside changes to other inodes
-// (runParallel), once name is resolved before the run; none of the
-// changes run beside it moves or removes a name, so name still leads to
-// that inode when it runs.
+// (runParallel), once name is resolved before the run; in the run it
+// walks name's directories again, and runs after the run when a change
+// beside it (a directory's rename, a removal) made them lead elsewhere
+// (walkDirs).
 func (fsys *FS) changeOnInode(op, name string, fn func(c *wctx) (started bool, err error)) error {
 	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: inodeOf(name)})
 }
