@@ -789,7 +789,7 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		// (walkDirs); one without a path (changeKeyed) resolves none.
 		c.pins = q.pins
 		if c.pins == nil {
-			c.pins = map[string]wdir{}
+			c.pins = noPins
 		}
 		st, err := q.fn(&c)
 		gate.release(&c)
@@ -877,9 +877,15 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 	}
 }
 
+// noPins are the pins of a change that resolved no path before its run
+// (changeKeyed): any path it walks in the run is one it did not resolve.
+// Never written.
+var noPins = map[string]wdir{}
+
 // errRunAlone is what a change run in parallel (runParallel) returns,
 // before it changes anything, when it cannot be sure of its data space
-// beside the others: it then runs again alone, after them.
+// beside the others, or when a path of it no longer leads where it led
+// before the run (walkDirs): it then runs again alone, after them.
 var errRunAlone = errors.New("btrfs: change must run alone")
 
 // beginChange returns the context a change runs in, beginning a
