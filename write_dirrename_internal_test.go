@@ -695,3 +695,65 @@ func compareDirModel(t *testing.T, who string, want map[string]*dirContent, fsys
 		t.Errorf("%s: %d names, want %d", who, seen, len(want))
 	}
 }
+
+// TestWalkInRunPinned: inside a parallel run a change walks only the
+// paths it resolved before the run, and only while they lead where they
+// did then; any other walk says errRunAlone (the change then runs after
+// the run). A change without paths (noPins) walks none.
+func TestWalkInRunPinned(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	for _, d := range []string{"a", "a/b", "c"} {
+		if err := fsys.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := fsys.w
+	walk := func(pins map[string]wdir, record bool, path string) (uint64, error) {
+		t.Helper()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		c, err := fsys.beginChange(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.pins, c.recordPins = pins, record
+		ino, err := c.walkDirs(splitPath(path))
+		return uint64(ino), err
+	}
+	pins := map[string]wdir{}
+	want, err := walk(pins, true, "a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ino, err := walk(pins, false, "a/b"); err != nil || ino != want {
+		t.Fatalf("a/b pinned: %d %v, want %d", ino, err, want)
+	}
+	if _, err := walk(pins, false, "a"); !errors.Is(err, errRunAlone) {
+		t.Errorf("a, not pinned: %v, want errRunAlone", err)
+	}
+	if _, err := walk(noPins, false, "a/b"); !errors.Is(err, errRunAlone) {
+		t.Errorf("a/b without pins: %v, want errRunAlone", err)
+	}
+	// Moved away, and a new a/b made: the pinned path leads elsewhere.
+	if err := fsys.Rename("a/b", "c/b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walk(pins, false, "a/b"); !errors.Is(err, errRunAlone) {
+		t.Errorf("a/b after its move: %v, want errRunAlone", err)
+	}
+	if err := fsys.Mkdir("a/b", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walk(pins, false, "a/b"); !errors.Is(err, errRunAlone) {
+		t.Errorf("a/b made again: %v, want errRunAlone", err)
+	}
+	if ino, err := walk(nil, false, "c/b"); err != nil || ino != want {
+		t.Errorf("c/b outside a run: %d %v, want %d", ino, err, want)
+	}
+}
