@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -258,8 +259,10 @@ func TestParallelFileWrites(t *testing.T) {
 // TestParallelCreates: creations by path (mkdir, create, symlink, mknod)
 // in different directories run in parallel, those in one directory in
 // order, and one whose directory another change of the run makes runs
-// after the others; then goroutines create and write beside readers.
-// btrfs check and the kernel's mount equal the model.
+// after the others; then goroutines create and write beside readers, and
+// rename and move directories of their own trees (and try to move one
+// under itself: EINVAL). btrfs check and the kernel's mount equal the
+// model.
 func TestParallelCreates(t *testing.T) {
 	btrfstest.RequireProgs(t)
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 512 << 20})
@@ -546,6 +549,48 @@ func TestParallelCreates(t *testing.T) {
 					delete(model, victim)
 					mu.Unlock()
 					continue
+				case r == 4 && len(dirs) > 2 && rng.Intn(2) == 0:
+					// A directory of its own tree renamed, to another
+					// of its directories maybe, beside the others'
+					// changes; or moved under itself: EINVAL.
+					src := dirs[2+rng.Intn(len(dirs)-2)]
+					parent := dirs[rng.Intn(len(dirs))]
+					if parent == "shared" {
+						parent = dirs[0]
+					}
+					dst := fmt.Sprintf("%s/g%d-%d", parent, g, k)
+					err := fsys.Rename(src, dst)
+					if under := strings.HasPrefix(dst, src+"/"); under {
+						if !errors.Is(err, syscall.EINVAL) {
+							fail <- fmt.Errorf("rename %s %s: %v, want EINVAL", src, dst, err)
+							return
+						}
+						continue
+					}
+					if err != nil {
+						fail <- err
+						return
+					}
+					moved := func(p string) string {
+						if p == src || strings.HasPrefix(p, src+"/") {
+							return dst + p[len(src):]
+						}
+						return p
+					}
+					for _, l := range [][]string{dirs, mine, empty} {
+						for i := range l {
+							l[i] = moved(l[i])
+						}
+					}
+					mu.Lock()
+					for p, data := range model {
+						if q := moved(p); q != p {
+							delete(model, p)
+							model[q] = data
+						}
+					}
+					mu.Unlock()
+					continue
 				case r == 3 && len(mine) > 0:
 					// A rename of a file, to another directory maybe.
 					i := rng.Intn(len(mine))
@@ -629,7 +674,7 @@ func TestParallelCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	final, _ := fsys.WriteCounters()
-	t.Logf("changes %d, in parallel %d", final.Changes, final.ParallelChanges)
+	t.Logf("changes %d, in parallel %d, renames of directories among them %d", final.Changes, final.ParallelChanges, final.ParallelDirRenames)
 	compare := func(who string, read func(string) ([]byte, error), isDir func(string) bool) {
 		t.Helper()
 		for name, data := range model {
