@@ -89,9 +89,12 @@ type WriteCounters struct {
 	LogSyncs int64 `json:"log_syncs"`
 	// Changes is the number of changes made; ParallelChanges, of those,
 	// the ones that ran beside changes to other files (writes and
-	// truncates through open Files, docs/design/0009).
-	Changes         int64 `json:"changes"`
-	ParallelChanges int64 `json:"parallel_changes"`
+	// truncates through open Files, creations, renames, ...:
+	// docs/design/0009); ParallelDirRenames, of those, the renames of
+	// directories.
+	Changes            int64 `json:"changes"`
+	ParallelChanges    int64 `json:"parallel_changes"`
+	ParallelDirRenames int64 `json:"parallel_dir_renames"`
 	// DeviceBytesWritten is every byte written to the devices: data,
 	// tree blocks (every copy) and superblocks.
 	DeviceBytesWritten int64 `json:"device_bytes_written"`
@@ -128,7 +131,8 @@ func (fsys *FS) WriteCounters() (WriteCounters, error) {
 	}
 	tfs := fsys.w.tfs
 	wc := WriteCounters{Commits: tfs.Commits(), LogSyncs: tfs.LogSyncs(), DeviceBytesWritten: tfs.BytesWritten(), Trees: map[string]TreeCounters{},
-		Changes: int64(fsys.w.seq.Load()), ParallelChanges: fsys.w.parallel.Load()}
+		Changes: int64(fsys.w.seq.Load()), ParallelChanges: fsys.w.parallel.Load(),
+		ParallelDirRenames: fsys.w.parallelDirRenames.Load()}
 	wc.DeviceBytesShared, wc.DeviceBytesNotShared = tfs.BytesShared()
 	for id, s := range tfs.TreeStats() {
 		wc.Trees[TreeName(uint64(id))] = treeCounters(s)

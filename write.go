@@ -44,7 +44,9 @@ type writer struct {
 	// parallel counts the changes that ran beside changes to other
 	// inodes (runParallel), for WriteCounters.
 	parallel atomic.Int64
-	began    time.Time // when the running transaction began; protected by mu
+	// parallelDirRenames counts the renames of directories among them.
+	parallelDirRenames atomic.Int64
+	began              time.Time // when the running transaction began; protected by mu
 	// flight is the last commit prepared (maybe durable already) and
 	// flightSeq the seq it covers; protected by mu.
 	flight    *txn.Flight
@@ -105,6 +107,9 @@ type writer struct {
 	// data after it took its view and loaded the file's state, before
 	// it reads: a read in progress, held there.
 	readHook atomic.Pointer[func()]
+	// renamePlanned, when set, is called by Rename between its checks
+	// and its changes, with the rename's names.
+	renamePlanned func(oldname, newname string)
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
@@ -346,20 +351,31 @@ func (fsys *FS) changeLink(op, oldname, newname string, fn func(c *wctx) (starte
 }
 
 // changeRename is change of a rename (plain, RENAME_NOREPLACE or
-// RENAME_EXCHANGE) of a name that is not a directory over one that is
-// not a directory either, or none: it edits the two directories, the
-// inode moved and the one replaced or exchanged, all resolved before a
-// parallel run. No directory moves, so the paths others resolved stay
-// true; a change that resolved either name is in the chain of its inode
-// (or, for a name made later, of its directory, or it runs after the
-// run). Renames of directories and of subvolumes run alone: paths
-// others resolve may pass through them.
+// RENAME_EXCHANGE) within one subvolume: it edits the two directories,
+// the inode moved and the one replaced or exchanged, all resolved before
+// a parallel run. A change that resolved either name before the run is
+// in the chain of the inode it found (or, for a name made later, of its
+// directory, or it runs after the run).
+//
+// A directory's rename may run in parallel too. Paths others resolved
+// through it before the run may no longer lead where they did, or lead
+// nowhere while it is half done: each change of a run walks its paths
+// again and runs after the run when one no longer leads where it did
+// (walkDirs), so it either saw the rename wholly undone, and runs as if
+// before it, or runs after the run. A directory moved to another parent
+// must not end up under itself: that is checked before the run (a move
+// under itself runs alone, and fails), and only one such move runs in a
+// run (runParallel), so no other change of the run makes the check
+// untrue, as the kernel's filesystem-wide rename lock keeps its check
+// true. Renames of subvolumes, and across subvolumes, run alone.
 func (fsys *FS) changeRename(op, oldname, newname string, fn func(c *wctx) (started bool, err error)) error {
 	return fsys.changeWith(op, oldname, &changeReq{fn: fn, resolve: func(c *wctx) ([]dirKey, error) {
 		if !validPath(newname) {
 			return nil, errRunAlone
 		}
 		keys := make([]dirKey, 0, 4)
+		var parents [2]*winode
+		var ents [2]*disk.DirItem
 		for i, name := range []string{oldname, newname} {
 			parent, base, err := c.splitParent(name)
 			if err != nil {
@@ -371,13 +387,35 @@ func (fsys *FS) changeRename(op, oldname, newname string, fn func(c *wctx) (star
 				return nil, err
 			case de == nil && i == 0:
 				return nil, errRunAlone // nothing to move
-			case de != nil && (de.Type == disk.FtDir || de.Location.Type != disk.InodeItemKey):
-				return nil, errRunAlone // a directory or a subvolume
+			case de != nil && de.Location.Type != disk.InodeItemKey:
+				return nil, errRunAlone // a subvolume
 			}
+			parents[i], ents[i] = parent, de
 			t := parent.tr.Owner()
 			keys = append(keys, dirKey{tree: t, ino: parent.ino})
 			if de != nil {
 				keys = append(keys, dirKey{tree: t, ino: de.Location.ObjectID})
+			}
+		}
+		if parents[0].tr.Owner() != parents[1].tr.Owner() {
+			return nil, errRunAlone // EXDEV, or a subvolume's move
+		}
+		across := parents[0].ino != parents[1].ino
+		for i, de := range ents {
+			if de == nil || de.Type != disk.FtDir {
+				continue
+			}
+			c.dirMove = max(c.dirMove, dirMoveSame)
+			if !across {
+				continue
+			}
+			// A directory that would go under itself (or, replaced,
+			// holds the other name's directory) runs alone, where the
+			// rename fails as it should.
+			c.dirMove = dirMoveAcross
+			c.tr = parents[i].tr
+			if under, err := c.dirUnder(parents[1-i].ino, de.Location.ObjectID); err != nil || under {
+				return nil, errRunAlone
 			}
 		}
 		return keys, nil
@@ -387,9 +425,10 @@ func (fsys *FS) changeRename(op, oldname, newname string, fn func(c *wctx) (star
 // changeOnInode is change of a change that edits the one existing inode
 // name resolves to (c.resolve) and nothing else: attributes, xattrs,
 // flags, data by path. It may run beside changes to other inodes
-// (runParallel), once name is resolved before the run; none of the
-// changes run beside it moves or removes a name, so name still leads to
-// that inode when it runs.
+// (runParallel), once name is resolved before the run; in the run it
+// walks name's directories again, and runs after the run when a change
+// beside it (a directory's rename, a removal) made them lead elsewhere
+// (walkDirs).
 func (fsys *FS) changeOnInode(op, name string, fn func(c *wctx) (started bool, err error)) error {
 	return fsys.changeWith(op, name, &changeReq{fn: fn, resolve: inodeOf(name)})
 }
@@ -444,6 +483,9 @@ type changeReq struct {
 	// resolve, when set, finds the inodes the change edits
 	// (changeInDir, changeOnInode, changeUnlink), before a parallel run.
 	resolve func(c *wctx) ([]dirKey, error)
+	// pins and dirMove are what resolve found (wctx.pins, wctx.dirMove).
+	pins    map[string]wdir
+	dirMove dirMove
 	err     error
 	// finishAfter, when set, is run by the change's own goroutine after
 	// the lock is released (a commit the change started).
@@ -688,6 +730,7 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		return i
 	}
 	owner := map[dirKey]int{}
+	moved := false
 	for qi, q := range reqs {
 		index[q], up[qi] = qi, qi
 		keys := []dirKey(nil)
@@ -695,7 +738,18 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 			keys = []dirKey{*q.key}
 		} else {
 			c := *base
+			c.pins, c.recordPins = map[string]wdir{}, true
 			k, err := q.resolve(&c)
+			q.pins, q.dirMove = c.pins, c.dirMove
+			if err == nil && q.dirMove == dirMoveAcross {
+				// One directory moves to another parent per run, so
+				// the check that it does not go under itself, made
+				// before the run, stays true in it.
+				if moved {
+					err = errRunAlone
+				}
+				moved = true
+			}
 			if err != nil {
 				alone[qi] = true
 				continue
@@ -743,6 +797,12 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 		}
 		c := *base
 		c.gate = gate
+		// A change resolves in the run only what it resolved before it
+		// (walkDirs); one without a path (changeKeyed) resolves none.
+		c.pins = q.pins
+		if c.pins == nil {
+			c.pins = noPins
+		}
 		st, err := q.fn(&c)
 		gate.release(&c)
 		switch {
@@ -755,6 +815,9 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 			w.seq.Add(1)
 			if len(chains) > 1 {
 				w.parallel.Add(1)
+				if q.dirMove != noDirMove {
+					w.parallelDirRenames.Add(1)
+				}
 			}
 		case st:
 			failMu.Lock()
@@ -826,9 +889,15 @@ func (fsys *FS) runParallel(w *writer, reqs []*changeReq) {
 	}
 }
 
+// noPins are the pins of a change that resolved no path before its run
+// (changeKeyed): any path it walks in the run is one it did not resolve.
+// Never written.
+var noPins = map[string]wdir{}
+
 // errRunAlone is what a change run in parallel (runParallel) returns,
 // before it changes anything, when it cannot be sure of its data space
-// beside the others: it then runs again alone, after them.
+// beside the others, or when a path of it no longer leads where it led
+// before the run (walkDirs): it then runs again alone, after them.
 var errRunAlone = errors.New("btrfs: change must run alone")
 
 // beginChange returns the context a change runs in, beginning a
@@ -896,7 +965,25 @@ type wctx struct {
 	// readOnly is set while the change resolves a path it only reads
 	// (lookupReadOnly): read-only subvolumes may be entered then.
 	readOnly bool
+	// pins, for a change of a parallel run, are the directories its
+	// paths led to before the run (walkDirs), by path; recordPins is
+	// set while they are found, before the run.
+	pins       map[string]wdir
+	recordPins bool
+	// dirMove is set by a rename's resolve (changeRename) when it
+	// renames a directory: dirMoveAcross when one moves to another
+	// parent.
+	dirMove dirMove
 }
+
+// dirMove is what a rename does to directories (wctx.dirMove).
+type dirMove uint8
+
+const (
+	noDirMove     dirMove = iota
+	dirMoveSame           // a directory renamed in its parent
+	dirMoveAcross         // a directory moved to another parent
+)
 
 // now is the time changes are stamped with: Options.Now, or the real clock.
 func (c *wctx) now() time.Time {

@@ -105,6 +105,39 @@ type wdir struct {
 // its tree. Directories met on the way are remembered for the transaction
 // (txCache.dirs), so deep paths cost one lookup for the last component.
 func (c *wctx) walkDirs(comps []string) (disk.ObjectID, error) {
+	if c.pins == nil {
+		return c.walkDirsLive(comps, true)
+	}
+	key := strings.Join(comps, "/")
+	if c.recordPins {
+		ino, err := c.walkDirsLive(comps, true)
+		if err == nil {
+			c.pins[key] = wdir{c.tr, ino}
+		}
+		return ino, err
+	}
+	// Inside a parallel run: the path must have been resolved before
+	// the run, and must still lead where it led then. A directory
+	// renamed beside this change (or a name removed earlier in its
+	// chain) may have changed it, or may be half moved: the change then
+	// runs alone after the run, where it resolves the path afresh. The
+	// walk does not fill the cache: it may read a name another change
+	// of the run is removing, after that change dropped it from the
+	// cache.
+	pin, ok := c.pins[key]
+	if !ok {
+		return 0, errRunAlone
+	}
+	ino, err := c.walkDirsLive(comps, false)
+	if err != nil || ino != pin.ino || c.tr.Owner() != pin.tr.Owner() {
+		return 0, errRunAlone
+	}
+	return ino, nil
+}
+
+// walkDirsLive is walkDirs through the trees as they are now; fill says
+// whether the directories met go into the cache.
+func (c *wctx) walkDirsLive(comps []string, fill bool) (disk.ObjectID, error) {
 	stack := []wdir{{c.top, c.rootDir}}
 	todo := slices.Clone(comps)
 	links := 0
@@ -156,9 +189,11 @@ func (c *wctx) walkDirs(comps []string) (disk.ObjectID, error) {
 		if !in.item.IsDir() {
 			return 0, syscall.ENOTDIR
 		}
-		c.cache.mu.Lock()
-		c.cache.dirs[key] = dirKey{in.tr.Owner(), in.ino}
-		c.cache.mu.Unlock()
+		if fill {
+			c.cache.mu.Lock()
+			c.cache.dirs[key] = dirKey{in.tr.Owner(), in.ino}
+			c.cache.mu.Unlock()
+		}
 		stack = append(stack, wdir{in.tr, in.ino})
 	}
 	last := stack[len(stack)-1]

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -258,8 +259,10 @@ func TestParallelFileWrites(t *testing.T) {
 // TestParallelCreates: creations by path (mkdir, create, symlink, mknod)
 // in different directories run in parallel, those in one directory in
 // order, and one whose directory another change of the run makes runs
-// after the others; then goroutines create and write beside readers.
-// btrfs check and the kernel's mount equal the model.
+// after the others; then goroutines create and write beside readers, and
+// rename and move directories of their own trees (and try to move one
+// under itself: EINVAL). btrfs check and the kernel's mount equal the
+// model.
 func TestParallelCreates(t *testing.T) {
 	btrfstest.RequireProgs(t)
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 512 << 20})
@@ -372,18 +375,14 @@ func TestParallelCreates(t *testing.T) {
 	queue("create full/x", func() error { return fsys.CreateEmpty("full/x", 0o644) })
 	want["rmdir full"] = syscall.ENOTEMPTY
 	queue("rmdir full", func() error { return fsys.Remove("full") })
-	want["rmdir gone"] = nil
-	queue("rmdir gone", func() error { return fsys.Remove("gone") })
-	want["create gone/x"] = syscall.ENOENT
-	queue("create gone/x", func() error { return fsys.CreateEmpty("gone/x", 0o644) })
 	// Hard links: beside the others, in order with the changes of the
 	// inode (e3/old above) and of the new name's directory (e0).
 	want["link e3/old e0/hl"] = nil
 	queue("link e3/old e0/hl", func() error { return fsys.Link("e3/old", "e0/hl") })
 	want["link e0/old e0/hl2"] = nil
 	queue("link e0/old e0/hl2", func() error { return fsys.Link("e0/old", "e0/hl2") })
-	// Renames of files: beside the others, in order with the changes of
-	// both directories and both inodes; a directory's rename runs alone.
+	// Renames of files and directories: beside the others, in order with
+	// the changes of both directories and both inodes.
 	want["rename e1/r1 e2/target"] = nil
 	queue("rename e1/r1 e2/target", func() error { return fsys.Rename("e1/r1", "e2/target") })
 	want["rename e3/r2 e3/r2b"] = nil
@@ -394,6 +393,13 @@ func TestParallelCreates(t *testing.T) {
 	queue("exchange e0/old e1/old", func() error { return fsys.RenameExchange("e0/old", "e1/old") })
 	want["rename dir dir2"] = nil
 	queue("rename dir dir2", func() error { return fsys.Rename("dir", "dir2") })
+	// A creation in a directory removed before it in the same chain:
+	// its path, resolved before the run, leads nowhere when it runs, so
+	// it runs after the run (ENOENT there).
+	want["rmdir gone"] = nil
+	queue("rmdir gone", func() error { return fsys.Remove("gone") })
+	want["create gone/x"] = syscall.ENOENT
+	queue("create gone/x", func() error { return fsys.CreateEmpty("gone/x", 0o644) })
 	w.mu.Unlock()
 	for range queued + 1 {
 		r := <-res
@@ -409,10 +415,13 @@ func TestParallelCreates(t *testing.T) {
 	}
 	after, _ := fsys.WriteCounters()
 	// All but d0/x, chmod e0/f1 and remove e1/l (the symlink is made in
-	// the run: run alone), the rename of a directory and the six refused
-	// ones (a failed change does not count) ran in parallel.
-	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-10) {
-		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-10)
+	// the run: run alone) and the six refused ones (a failed change does
+	// not count) ran in parallel, the rename of a directory among them.
+	if got := after.ParallelChanges - before.ParallelChanges; got != int64(queued-9) {
+		t.Errorf("%d of %d queued changes ran in parallel, want %d", got, queued, queued-9)
+	}
+	if got := after.ParallelDirRenames - before.ParallelDirRenames; got != 1 {
+		t.Errorf("%d renames of directories ran in parallel, want 1", got)
 	}
 	stat := func(name string) *Stat {
 		t.Helper()
@@ -540,6 +549,48 @@ func TestParallelCreates(t *testing.T) {
 					delete(model, victim)
 					mu.Unlock()
 					continue
+				case r == 4 && len(dirs) > 2 && rng.Intn(2) == 0:
+					// A directory of its own tree renamed, to another
+					// of its directories maybe, beside the others'
+					// changes; or moved under itself: EINVAL.
+					src := dirs[2+rng.Intn(len(dirs)-2)]
+					parent := dirs[rng.Intn(len(dirs))]
+					if parent == "shared" {
+						parent = dirs[0]
+					}
+					dst := fmt.Sprintf("%s/g%d-%d", parent, g, k)
+					err := fsys.Rename(src, dst)
+					if under := strings.HasPrefix(dst, src+"/"); under {
+						if !errors.Is(err, syscall.EINVAL) {
+							fail <- fmt.Errorf("rename %s %s: %v, want EINVAL", src, dst, err)
+							return
+						}
+						continue
+					}
+					if err != nil {
+						fail <- err
+						return
+					}
+					moved := func(p string) string {
+						if p == src || strings.HasPrefix(p, src+"/") {
+							return dst + p[len(src):]
+						}
+						return p
+					}
+					for _, l := range [][]string{dirs, mine, empty} {
+						for i := range l {
+							l[i] = moved(l[i])
+						}
+					}
+					mu.Lock()
+					for p, data := range model {
+						if q := moved(p); q != p {
+							delete(model, p)
+							model[q] = data
+						}
+					}
+					mu.Unlock()
+					continue
 				case r == 3 && len(mine) > 0:
 					// A rename of a file, to another directory maybe.
 					i := rng.Intn(len(mine))
@@ -623,7 +674,7 @@ func TestParallelCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	final, _ := fsys.WriteCounters()
-	t.Logf("changes %d, in parallel %d", final.Changes, final.ParallelChanges)
+	t.Logf("changes %d, in parallel %d, renames of directories among them %d", final.Changes, final.ParallelChanges, final.ParallelDirRenames)
 	compare := func(who string, read func(string) ([]byte, error), isDir func(string) bool) {
 		t.Helper()
 		for name, data := range model {

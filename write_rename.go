@@ -32,6 +32,9 @@ func (fsys *FS) Rename(oldname, newname string) error {
 		if err != nil || r == nil {
 			return false, err
 		}
+		if h := fsys.w.renamePlanned; h != nil {
+			h(oldname, newname)
+		}
 		return true, c.rename(r)
 	})
 	return linkError("rename", oldname, newname, err)
