@@ -101,6 +101,9 @@ type writer struct {
 	// is published; drainHook each time drainViews waits.
 	midRun    func()
 	drainHook func()
+	// rmdirHook, when set (by tests), is called by Remove of a subvolume
+	// between the check that it is empty and its deletion.
+	rmdirHook func()
 }
 
 // OpenWritable opens the filesystem in the image file or block device at
