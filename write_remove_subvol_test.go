@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -127,4 +128,80 @@ func TestRemoveSubvolumeRacesCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	btrfstest.Check(t, []string{img}, false)
+}
+
+// TestRemoveAllSubvolumeNames: RemoveAll of a name that is itself a
+// subvolume (changed in the running transaction, so it commits and
+// tries again; holding a nested one), itself a snapshot's placeholder,
+// an empty read-only snapshot (deleted, as rmdir deletes it) and one
+// with entries (EROFS, nothing removed); a refused RemoveAll changes
+// nothing, the rest are gone, btrfs check is clean.
+func TestRemoveAllSubvolumeNames(t *testing.T) {
+	img := formatTemp(t, 256<<20)
+	w, err := btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkSub := func(name string) {
+		t.Helper()
+		_, err := w.CreateSubvolume(name, nil)
+		must(err)
+	}
+	mkSub("sv")
+	must(w.MkdirAll("sv/d/e", 0o755))
+	must(w.WriteFile("sv/d/e/f", make([]byte, 50000), 0o644))
+	mkSub("sv/d/inner")
+	must(w.WriteFile("sv/d/inner/g", []byte("g"), 0o644))
+	mkSub("empty")
+	must(w.Commit())
+	_, err = w.Snapshot("sv", "snap", nil)
+	must(err)
+	_, err = w.Snapshot("sv", "ro", &btrfs.SnapshotOptions{ReadOnly: true})
+	must(err)
+	_, err = w.Snapshot("empty", "emptyro", &btrfs.SnapshotOptions{ReadOnly: true})
+	must(err)
+	must(w.WriteFile("sv/new", []byte("in the running transaction"), 0o644))
+
+	if err := w.RemoveAll("ro"); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("RemoveAll(ro): %v, want EROFS", err)
+	}
+	if _, err := w.Lstat("ro/d/e/f"); err != nil {
+		t.Errorf("ro/d/e/f after a refused RemoveAll: %v", err)
+	}
+	for _, name := range []string{"sv", "snap/d/inner", "emptyro", "ro/d/e"} {
+		err := w.RemoveAll(name)
+		if name == "ro/d/e" {
+			if !errors.Is(err, syscall.EROFS) {
+				t.Errorf("RemoveAll(%s): %v, want EROFS", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("RemoveAll(%s): %v", name, err)
+		}
+		if _, err := w.Lstat(name); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after RemoveAll: %v", name, err)
+		}
+	}
+	if _, err := w.Lstat("snap/d/e/f"); err != nil {
+		t.Errorf("snap/d/e/f after its source went: %v", err)
+	}
+	subs, err := w.Subvolumes()
+	must(err)
+	var paths []string
+	for _, s := range subs {
+		paths = append(paths, s.Path)
+	}
+	if got := strings.Join(paths, " "); got != "empty snap ro" {
+		t.Errorf("subvolumes left: %q, want empty, snap and ro", got)
+	}
+	must(w.Close())
+	btrfstest.Check(t, []string{img}, true)
 }
