@@ -14,3 +14,12 @@ func SetPreparedHook(fsys *FS, f func(gen uint64)) {
 	defer fsys.w.mu.Unlock()
 	fsys.w.prepared = f
 }
+
+// SetRmdirSubvolHook makes f run each time Remove of a subvolume has
+// found it empty and deletable, before it deletes it: the race test
+// widens the window there. Set it before the first change.
+func SetRmdirSubvolHook(fsys *FS, f func()) {
+	fsys.w.mu.Lock()
+	defer fsys.w.mu.Unlock()
+	fsys.w.rmdirHook = f
+}

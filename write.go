@@ -110,6 +110,9 @@ type writer struct {
 	// renamePlanned, when set, is called by Rename between its checks
 	// and its changes, with the rename's names.
 	renamePlanned func(oldname, newname string)
+	// rmdirHook, when set (by tests), is called by Remove of a subvolume
+	// between the check that it is empty and its deletion.
+	rmdirHook func()
 }
 
 // OpenWritable opens the filesystem in the image file or block device at

@@ -2,10 +2,12 @@ package btrfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"syscall"
 
+	"github.com/gobtrfs/btrfs/internal/ctree"
 	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
@@ -79,13 +81,29 @@ func (fsys *FS) MkdirAll(name string, perm fs.FileMode) error {
 	})
 }
 
-// RemoveAll removes name and everything under it, like os.RemoveAll: a
-// missing name (or parent) is no error; "." is EINVAL. It walks the
-// running transaction's directories (their DIR_INDEX items), so it sees
-// uncommitted entries. Everything is checked before the first removal,
-// so that an expected error (EXDEV for a subvolume inside, what
-// checkRemovable refuses, corruption met on the walk) removes nothing.
+// RemoveAll removes name and everything under it, like os.RemoveAll, and
+// as `rm -r` run as root removes it on Linux: subvolumes and snapshots
+// met (name itself too) go with everything in them, as rm -r empties
+// them and the kernel's rmdir then deletes them (DeleteSubvolume's
+// deletion), and a snapshot's placeholder of a subvolume nested in its
+// source goes as rmdir takes it. A missing name (or parent) is no error;
+// "." is EINVAL. As on Linux, the default subvolume is EPERM, and a
+// read-only subvolume with entries is EROFS (rm -r fails on its
+// contents; an empty one is deleted).
+//
+// Unlike rm -r, which removes what it can before such an error, RemoveAll
+// is one change and checks everything before the first removal, so an
+// expected error (those, what checkRemovable refuses, corruption met on
+// the walk, a subvolume tree this package does not drop) removes
+// nothing. It walks the running transaction's directories (their
+// DIR_INDEX items), so it sees uncommitted entries. A subvolume to delete
+// that was changed in the running transaction is committed first, as
+// DeleteSubvolume does.
 func (fsys *FS) RemoveAll(name string) error {
+	return fsys.retryTreeChanged(func() error { return fsys.removeAll(name) })
+}
+
+func (fsys *FS) removeAll(name string) error {
 	return fsys.change("removeall", name, func(c *wctx) (bool, error) {
 		if name == "." {
 			return false, syscall.EINVAL
@@ -101,90 +119,257 @@ func (fsys *FS) RemoveAll(name string) error {
 		if err != nil || de == nil {
 			return false, err
 		}
-		steps, err := c.planRemoveAll(parent.ino, base, de)
+		steps, err := c.planRemoveAll(parent, base, de)
 		if err != nil {
 			return false, err
 		}
-		for _, s := range steps {
-			if err := c.removeStep(s); err != nil {
-				return true, err
-			}
-		}
-		return true, nil
+		return true, c.removeAllSteps(parent.tr, steps)
 	})
 }
 
-// rmStep is one name RemoveAll takes away: name in directory parent.
+// rmKind is what RemoveAll does with a name (rmStep).
+type rmKind uint8
+
+const (
+	rmInode  rmKind = iota // a name of an inode: unlinked (removeStep)
+	rmLink                 // a subvolume linked here: dropped, its link removed
+	rmNested               // a subvolume linked in one that is dropped: dropped, its refs removed
+	rmHolder               // a snapshot's placeholder: its entry removed
+)
+
+// rmStep is one name RemoveAll meets: name in directory parent of tree
+// tr.
 type rmStep struct {
+	tr     *ctree.Tree
 	parent disk.ObjectID
 	name   string
-	ino    disk.ObjectID
+	ino    disk.ObjectID // the inode, or the subvolume's id
+	index  uint64        // its DIR_INDEX (0 for name itself)
+	kind   rmKind
 	dir    bool
-	done   bool // a directory whose entries are already planned
+	done   bool // a directory (or subvolume) whose entries are planned
+	// dropped is set for a name inside a subvolume that is dropped: it
+	// is checked as rm -r would meet it, and goes with the tree.
+	dropped bool
+	link    *subvolLink // rmLink, rmNested
+	drop    *subvolDrop // rmLink, rmNested
 }
 
 // planRemoveAll lists the names under (and including) base in parent,
-// children before their directory, and checks that all can go. It walks
-// with an explicit stack, so a deep tree cannot exhaust the goroutine
-// stack, and refuses a directory met twice (a loop in a damaged tree).
-func (c *wctx) planRemoveAll(parent disk.ObjectID, base string, de *disk.DirItem) ([]rmStep, error) {
-	if de.Location.Type != disk.InodeItemKey {
-		return nil, syscall.EXDEV
-	}
-	if pin, err := c.inode(parent); err != nil || notPinned(pin) != nil {
-		if err == nil {
-			err = syscall.EPERM
-		}
+// children before their directory, and checks that all can go, also
+// inside the subvolumes to delete (what rm -r would meet emptying them).
+// It walks with an explicit stack, so a deep tree cannot exhaust the
+// goroutine stack, and refuses a directory met twice (a loop in a
+// damaged tree). Then it plans the drop of every subvolume met.
+func (c *wctx) planRemoveAll(parent *winode, base string, de *disk.DirItem) ([]rmStep, error) {
+	if err := notPinned(parent); err != nil {
 		return nil, err
 	}
+	top := c.tr
+	first := rmStep{tr: top, parent: parent.ino, name: base, ino: de.Location.ObjectID, dir: de.Type.Base() == disk.FtDir}
+	switch de.Location.Type {
+	case disk.InodeItemKey:
+	case disk.RootItemKey:
+		if err := c.checkDirSize(parent, base); err != nil {
+			return nil, err
+		}
+		if err := c.subvolStep(parent, &first, de); err != nil {
+			return nil, err
+		}
+		if first.kind == rmHolder {
+			index, err := c.placeholderIndex(parent, base, de)
+			if err != nil {
+				return nil, err
+			}
+			first.index = index
+		}
+	default:
+		return nil, disk.Corruptf("tree %d: directory entry %q points at key type %d", top.Owner(), de.Name, de.Location.Type)
+	}
 	var steps []rmStep
-	drops := map[disk.ObjectID]bool{} // non-directories losing a name
-	seen := map[disk.ObjectID]bool{}
-	stack := []rmStep{{parent: parent, name: base, ino: de.Location.ObjectID, dir: de.Type.Base() == disk.FtDir}}
+	drops := map[dirKey]*ctree.Tree{} // non-directories losing a name
+	seen := map[dirKey]bool{{top.Owner(), c.rootDir}: true, {top.Owner(), disk.FirstFreeObjectID}: true}
+	links := map[disk.ObjectID]int{} // subvolumes deleted: the links met in each
+	stack := []rmStep{first}
 	for len(stack) > 0 {
 		s := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if !s.dir || s.done {
-			steps = append(steps, s)
-			if !s.dir {
-				drops[s.ino] = true
+		if s.kind == rmNested && !s.done {
+			links[s.tr.Owner()]++
+		}
+		if s.done || s.kind == rmHolder || (s.kind == rmInode && !s.dir) {
+			if s.kind == rmInode && !s.dir {
+				drops[dirKey{s.tr.Owner(), s.ino}] = s.tr
+			}
+			if !s.dropped || s.kind == rmNested {
+				steps = append(steps, s)
 			}
 			continue
 		}
-		if seen[s.ino] || s.ino == c.rootDir {
-			k := disk.Key{ObjectID: s.ino, Type: disk.InodeItemKey}
-			return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory reached twice (loop in the tree)"}
+		tr, dir := s.tr, s.ino
+		if s.kind != rmInode {
+			var err error
+			if tr, err = c.t.Tree(s.ino); err != nil {
+				return nil, err
+			}
+			dir = disk.FirstFreeObjectID
 		}
-		seen[s.ino] = true
+		k := dirKey{tr.Owner(), dir}
+		if seen[k] {
+			key := disk.Key{ObjectID: dir, Type: disk.InodeItemKey}
+			return nil, &disk.CorruptError{Tree: tr.Owner(), Key: &key, What: "directory reached twice (loop in the tree)"}
+		}
+		seen[k] = true
 		s.done = true
 		stack = append(stack, s)
-		children, err := c.dirChildren(s.ino)
+		c.tr = tr
+		children, err := c.dirChildren(dir, s.dropped || s.kind != rmInode)
 		if err != nil {
 			return nil, err
 		}
+		if s.kind != rmInode {
+			if len(children) > 0 {
+				ri, err := c.t.RootItem(s.ino)
+				if err != nil {
+					return nil, err
+				}
+				if ri.Flags&disk.RootSubvolReadonly != 0 {
+					return nil, syscall.EROFS // rm -r cannot empty it
+				}
+			}
+			if _, ok := links[s.ino]; !ok {
+				links[s.ino] = 0 // counted as its links are met
+			}
+		}
 		stack = append(stack, children...)
 	}
-	for ino := range drops {
-		in, err := c.inode(ino)
+	for k, tr := range drops {
+		c.tr = tr
+		in, err := c.inode(k.ino)
 		if err != nil {
 			return nil, err
 		}
 		if in.item.IsDir() {
-			k := disk.Key{ObjectID: ino, Type: disk.InodeItemKey}
-			return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory entry of a directory says it is not one"}
+			key := disk.Key{ObjectID: k.ino, Type: disk.InodeItemKey}
+			return nil, &disk.CorruptError{Tree: tr.Owner(), Key: &key, What: "directory entry of a directory says it is not one"}
 		}
 		if err := c.checkRemovable(in); err != nil {
 			return nil, err
 		}
 	}
+	// Every subvolume linked in one that is deleted must be one the walk
+	// met, so that none is left without a parent.
+	for id, n := range links {
+		refs, err := c.nestedLinks(id)
+		if err != nil {
+			return nil, err
+		}
+		if refs != n {
+			key := disk.Key{ObjectID: id, Type: disk.RootRefKey}
+			return nil, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &key,
+				What: fmt.Sprintf("subvolume holds %d subvolumes, its directories link %d", refs, n)}
+		}
+	}
+	c.tr = top
+	for i := range steps {
+		if s := &steps[i]; s.kind == rmLink || s.kind == rmNested {
+			var err error
+			if s.drop, err = c.planSubvolDrop(s.ino); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return steps, nil
 }
 
-// dirChildren returns the entries of directory dir from its DIR_INDEX
-// items, as steps to plan. It checks what the removals will rely on: each
-// entry is an inode (EXDEV for a subvolume), has its DIR_ITEM, and the
-// names add up to the directory's size.
-func (c *wctx) dirChildren(dir disk.ObjectID) ([]rmStep, error) {
+// subvolStep makes s, the entry de in directory parent (c.tr is
+// parent's tree), a step of a subvolume: rmLink (rmNested inside a
+// subvolume that is dropped) when a ROOT_REF backs the entry, else
+// rmHolder. The default subvolume is EPERM, as the kernel's rmdir says.
+func (c *wctx) subvolStep(parent *winode, s *rmStep, de *disk.DirItem) error {
+	l, err := c.linkOf(parent, s.name, de)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		s.kind = rmHolder
+		return nil
+	}
+	if s.index != 0 && l.ref.Sequence != s.index {
+		key := disk.Key{ObjectID: parent.tr.Owner(), Type: disk.RootRefKey, Offset: uint64(l.id)}
+		return &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &key, What: fmt.Sprintf("root ref sequence %d, the entry's dir index %d", l.ref.Sequence, s.index)}
+	}
+	if err := c.checkNotDefault(l.id); err != nil {
+		return syscall.EPERM
+	}
+	s.kind, s.link, s.dir = rmLink, l, true
+	if s.dropped {
+		s.kind = rmNested
+	}
+	return nil
+}
+
+// removeAllSteps carries out a plan of planRemoveAll; names in tree top
+// (where the walk began) go, the subvolumes are dropped. The trees go
+// first: their plans counted the references their blocks hold, which
+// the edits of top (or a drop of another tree sharing blocks with one)
+// change. So each plan that shares blocks is made again when its turn
+// comes, after the drops before it; the first is still true.
+func (c *wctx) removeAllSteps(top *ctree.Tree, steps []rmStep) error {
+	c.tr = top
+	dropped := 0
+	for _, s := range steps {
+		if s.drop == nil {
+			continue
+		}
+		if dropped > 0 && s.drop.plan.Shared() {
+			s.drop.plan = nil
+		}
+		if err := c.dropSubvolTree(s.drop); err != nil {
+			return err
+		}
+		dropped++
+		if s.kind == rmNested {
+			if err := c.dropSubvolRefs(s.tr.Owner(), s.ino); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range steps {
+		if s.kind == rmNested {
+			continue
+		}
+		parent, err := c.inode(s.parent)
+		if err != nil {
+			return err
+		}
+		switch s.kind {
+		case rmInode:
+			err = c.removeStep(parent, s)
+		case rmLink:
+			err = c.dropSubvolName(parent, s.name, s.link)
+		case rmHolder:
+			err = c.dropPlaceholder(parent, s.name, s.index)
+		}
+		if err != nil {
+			return err
+		}
+		if s.kind != rmInode {
+			c.touch(parent, c.now(), true)
+			if err := c.putInode(parent); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dirChildren returns the entries of directory dir (of tree c.tr) from
+// its DIR_INDEX items, as steps to plan, dropped when dir is in a
+// subvolume that is deleted. It checks what the removals will rely on:
+// each entry has its DIR_ITEM, the names add up to the directory's size,
+// a subvolume's entry has its ROOT_REF (else it is a placeholder).
+func (c *wctx) dirChildren(dir disk.ObjectID, dropped bool) ([]rmStep, error) {
 	din, err := c.inode(dir)
 	if err == nil {
 		err = notPinned(din)
@@ -206,11 +391,15 @@ func (c *wctx) dirChildren(dir disk.ObjectID) ([]rmStep, error) {
 				return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "dir index", Err: err}
 			}
 			it := items[0]
-			if it.Location.Type != disk.InodeItemKey {
-				return false, syscall.EXDEV
+			if t := it.Location.Type; t != disk.InodeItemKey && t != disk.RootItemKey {
+				return false, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: fmt.Sprintf("dir index names key type %d", t)}
 			}
-			out = append(out, rmStep{parent: dir, name: string(it.Name), ino: it.Location.ObjectID,
-				dir: it.Type.Base() == disk.FtDir})
+			s := rmStep{tr: c.tr, parent: dir, name: string(it.Name), ino: it.Location.ObjectID, index: k.Offset,
+				dir: it.Type.Base() == disk.FtDir, dropped: dropped}
+			if it.Location.Type == disk.RootItemKey {
+				s.kind = rmLink // for now: subvolStep decides
+			}
+			out = append(out, s)
 			size += 2 * uint64(len(it.Name))
 			return true, nil
 		})
@@ -221,25 +410,27 @@ func (c *wctx) dirChildren(dir disk.ObjectID) ([]rmStep, error) {
 		k := disk.Key{ObjectID: dir, Type: disk.InodeItemKey}
 		return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "directory size does not match its entries"}
 	}
-	for _, s := range out {
+	for i := range out {
+		s := &out[i]
 		de, err := c.dirEntry(dir, s.name)
 		if err != nil {
 			return nil, err
 		}
-		if de == nil || de.Location.ObjectID != s.ino {
+		if de == nil || de.Location.ObjectID != s.ino || (de.Location.Type == disk.RootItemKey) != (s.kind == rmLink) {
 			k := disk.Key{ObjectID: dir, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(s.name))}
 			return nil, &disk.CorruptError{Tree: c.tr.Owner(), Key: &k, What: "dir index entry without its dir item"}
+		}
+		if s.kind == rmLink {
+			if err := c.subvolStep(din, s, de); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
 }
 
-// removeStep removes one planned name, as Remove does.
-func (c *wctx) removeStep(s rmStep) error {
-	parent, err := c.inode(s.parent)
-	if err != nil {
-		return err
-	}
+// removeStep removes one planned name of an inode, as Remove does.
+func (c *wctx) removeStep(parent *winode, s rmStep) error {
 	in, ref, err := c.victim(parent, s.name)
 	if err != nil {
 		return err

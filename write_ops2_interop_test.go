@@ -353,17 +353,26 @@ func ops2SecondSession(t *testing.T, img string) {
 		// themselves work: below).
 		{"rename subvolume over subvolume", func() error { return fsys.Rename("sv", "m/n/o/sv2") }, syscall.ENOTEMPTY, true},
 		{"remove subvolume", func() error { return fsys.Remove("sv") }, syscall.ENOTEMPTY, false},
-		{"removeall around subvolume", func() error { return fsys.RemoveAll("m/n") }, syscall.EXDEV, false},
 	})
+	// RemoveAll deletes the subvolumes it meets, as rm -r does on Linux,
+	// but not the default one (EPERM), and then removes nothing.
+	sv2, err := fsys.SubvolumeAt("m/n/o/sv2")
+	ops2Must(t, err)
+	ops2Must(t, fsys.SetDefaultSubvolume(sv2))
+	ops2Check(t, []ops2Case{
+		{"removeall around the default subvolume", func() error { return fsys.RemoveAll("m/n") }, syscall.EPERM, false},
+	})
+	ops2Must(t, fsys.SetDefaultSubvolume(5))
 	ops2Must(t, fsys.Rename("sv", "x/sv-moved"))
-	if _, err := fsys.Lstat("m/n/o"); err != nil {
-		t.Errorf("m/n/o after a refused RemoveAll: %v", err)
+	if _, err := fsys.Lstat("m/n/o/sv2"); err != nil {
+		t.Errorf("m/n/o/sv2 after a refused RemoveAll: %v", err)
 	}
 	// And we change the kernel's result: remove extref names, the moved
 	// tree, the kernel's node.
 	ops2Must(t, fsys.Remove("x/links/"+ops2LinkName(338)))
 	ops2Must(t, fsys.Rename("x/kernel-300", "x/links/ours-300"))
 	ops2Must(t, fsys.RemoveAll("m/n/moved"))
+	ops2Must(t, fsys.RemoveAll("m/n/o")) // the kernel's subvolume sv2 with it
 	ops2Must(t, fsys.Remove("kchr"))
 	ops2Must(t, fsys.Rename("empty/inner", "dst/victim-link")) // symlink over a file
 	ops2Must(t, fsys.Commit())
@@ -390,7 +399,7 @@ func ops2FinalCheck(t *testing.T, img string, ours *btrfstest.Tree) {
 	if e := got.Entries["dst/victim-link"]; e == nil || e.Type != btrfstest.TypeSymlink {
 		t.Errorf("dst/victim-link after rename over it: %+v", e)
 	}
-	for _, p := range []string{"m/n/moved", "kchr", "chr", "s1", "sv", "x/links/ours-300", "x/sv-moved/f"} {
+	for _, p := range []string{"m/n/moved", "m/n/o", "kchr", "chr", "s1", "sv", "x/links/ours-300", "x/sv-moved/f"} {
 		if _, ok := got.Entries[p]; ok != (p == "x/links/ours-300" || p == "x/sv-moved/f") {
 			t.Errorf("%s: present %v", p, ok)
 		}

@@ -1,8 +1,6 @@
 package btrfs
 
 import (
-	"errors"
-	"io/fs"
 	"syscall"
 	"time"
 
@@ -16,22 +14,16 @@ import (
 // EBUSY.
 //
 // As the kernel's rmdir, a subvolume (or snapshot) whose root directory
-// is empty is deleted (DeleteSubvolume, read-only ones too; the default
-// subvolume is EPERM), one with entries is ENOTEMPTY, and the
-// placeholder a snapshot shows for a subvolume nested in its source is
-// removed. The check that the subvolume is empty and its deletion are
-// two changes: a change that fills it in between is not seen (through
-// FUSE the kernel's locks keep them apart).
+// is empty is deleted (as DeleteSubvolume deletes it; read-only ones
+// too; the default subvolume is EPERM), one with entries is ENOTEMPTY,
+// and the placeholder a snapshot shows for a subvolume nested in its
+// source is removed. The check that the subvolume is empty and its
+// deletion are one change, as the kernel's rmdir holds its inode locks
+// across both: a change that fills the subvolume runs before (Remove is
+// ENOTEMPTY) or after (it finds no subvolume). A subvolume changed in
+// the running transaction is committed first, as DeleteSubvolume does.
 func (fsys *FS) Remove(name string) error {
-	err := fsys.remove(name)
-	var pe *fs.PathError
-	if errors.As(err, &pe) && pe.Err == errDeleteSubvol {
-		err = fsys.DeleteSubvolume(name)
-		if errors.As(err, &pe) {
-			return &fs.PathError{Op: "remove", Path: name, Err: pe.Err}
-		}
-	}
-	return err
+	return fsys.retryTreeChanged(func() error { return fsys.remove(name) })
 }
 
 func (fsys *FS) remove(name string) error {

@@ -23,17 +23,27 @@ import (
 //
 // As the kernel: the default subvolume is EPERM, a subvolume holding
 // other subvolumes ENOTEMPTY, a name that is not a subvolume EINVAL (or
-// ENOTDIR). A subvolume whose tree blocks have references held as items
-// of their own (the kernel's, after many snapshots), or one the kernel
-// has begun to drop, is refused with ErrUnsupported; nothing changes.
+// ENOTDIR; the placeholder a snapshot shows for a subvolume nested in
+// its source is EINVAL too). A subvolume whose tree blocks have
+// references held as items of their own (the kernel's, after many
+// snapshots), or one the kernel has begun to drop, is refused with
+// ErrUnsupported; nothing changes. A subvolume changed in the running
+// transaction is committed first (its new blocks have no extent items
+// until the commit).
 func (fsys *FS) DeleteSubvolume(name string) error {
+	return fsys.retryTreeChanged(func() error { return fsys.deleteSubvolumeOnce(name) })
+}
+
+// retryTreeChanged runs change, one that drops subvolume trees, and again
+// after a commit when a tree it would drop was changed in the running
+// transaction (txn.ErrTreeChanged, returned before anything changed),
+// up to three times.
+func (fsys *FS) retryTreeChanged(change func() error) error {
 	for attempt := 0; ; attempt++ {
-		err := fsys.deleteSubvolumeOnce(name)
+		err := change()
 		if !errors.Is(err, txn.ErrTreeChanged) || attempt == 3 {
 			return err
 		}
-		// Changed in this transaction: its new blocks have no extent
-		// items until the commit.
 		if err := fsys.Commit(); err != nil {
 			return err
 		}
@@ -65,107 +75,156 @@ func (fsys *FS) deleteSubvolumeOnce(name string) error {
 			}
 			return false, syscall.ENOTDIR
 		}
-		id := de.Location.ObjectID
-		if err := c.checkDeletable(id); err != nil {
-			return false, err
-		}
-		ri, err := c.t.RootItem(id)
+		l, err := c.linkOf(parent, base, de)
 		if err != nil {
 			return false, err
 		}
-		rt, err := c.t.Tree(disk.RootTreeObjectID)
-		if err != nil {
+		if l == nil {
+			return false, fmt.Errorf("not a subvolume (a snapshot's placeholder of a subvolume nested in its source): %w", syscall.EINVAL)
+		}
+		if err := c.checkDeletable(l.id); err != nil {
 			return false, err
 		}
-		owner := c.tr.Owner()
-		refKey := disk.Key{ObjectID: owner, Type: disk.RootRefKey, Offset: uint64(id)}
-		data, found, err := rt.Lookup(c.tx, refKey)
-		if err != nil {
-			return false, err
-		}
-		if !found {
-			return false, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &refKey, What: "subvolume entry without root ref"}
-		}
-		var ref disk.RootRef
-		if err := ref.Decode(data); err != nil {
-			return false, &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &refKey, What: "root ref", Err: err}
-		}
-		if err := c.checkDirSize(parent, base); err != nil {
-			return false, err
-		}
-		plan, err := c.t.PlanDrop(id)
-		if err != nil {
-			return false, err
-		}
-		// From here on the change is under way.
-		c.cache.mu.Lock()
-		clear(c.cache.dirs)
-		clear(c.cache.shared) // references of blocks other trees share change
-		c.cache.mu.Unlock()
-		if err := c.removeHashed(disk.Key{ObjectID: parent.ino, Type: disk.DirItemKey, Offset: disk.NameHash([]byte(base))}, []byte(base)); err != nil {
-			return true, err
-		}
-		if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: ref.Sequence}); err != nil {
-			return true, err
-		}
-		parent.item.Size -= 2 * uint64(len(base))
-		if _, err := rt.DeleteItem(c.tx, refKey); err != nil {
-			return true, err
-		}
-		if _, err := rt.DeleteItem(c.tx, disk.Key{ObjectID: id, Type: disk.RootBackrefKey, Offset: uint64(owner)}); err != nil {
-			return true, err
-		}
-		if err := c.removeUUID(ri.UUID, disk.UUIDKeySubvol, id); err != nil {
-			return true, err
-		}
-		if ri.ReceivedUUID != (disk.UUID{}) {
-			if err := c.removeUUID(ri.ReceivedUUID, disk.UUIDKeyReceivedSubvol, id); err != nil {
-				return true, err
-			}
-		}
-		if _, err := c.t.Drop(plan); err != nil {
-			return true, err
-		}
-		c.touch(parent, c.now(), true)
-		return true, c.putInode(parent)
+		return c.deleteSubvol(parent, base, l)
 	})
+}
+
+// deleteSubvol deletes subvolume l, linked as base in parent (c.tr is
+// parent's tree), within the running change, once the caller has made
+// its own refusals (checkDeletable; Remove also that it is empty): its
+// tree is dropped (dropSubvolTree), its link and refs go
+// (dropSubvolName), the parent gets new times. DeleteSubvolume and
+// Remove share it, so each checks and deletes in one change. Everything
+// it can check (the parent's size, the drop's plan) is checked before
+// the first change.
+func (c *wctx) deleteSubvol(parent *winode, base string, l *subvolLink) (bool, error) {
+	if err := c.checkDirSize(parent, base); err != nil {
+		return false, err
+	}
+	d, err := c.planSubvolDrop(l.id)
+	if err != nil {
+		return false, err
+	}
+	// From here on the change is under way. The tree goes first: its
+	// plan counted the references its blocks hold now, which editing the
+	// parent's tree could change, should the two share blocks (a
+	// snapshot of the parent inside it, which the kernel makes).
+	if err := c.dropSubvolTree(d); err != nil {
+		return true, err
+	}
+	if err := c.dropSubvolName(parent, base, l); err != nil {
+		return true, err
+	}
+	c.touch(parent, c.now(), true)
+	return true, c.putInode(parent)
+}
+
+// subvolDrop is the drop of a subvolume's tree, planned before the
+// change begins (planSubvolDrop) and carried out by dropSubvolTree.
+type subvolDrop struct {
+	id             disk.ObjectID
+	uuid, received disk.UUID
+	plan           *txn.DropPlan // nil: planned again when carried out
+}
+
+// planSubvolDrop plans dropping subvolume id's tree (txn.PlanDrop), which
+// reads and checks every block it will free and changes nothing.
+func (c *wctx) planSubvolDrop(id disk.ObjectID) (*subvolDrop, error) {
+	ri, err := c.t.RootItem(id)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := c.t.PlanDrop(id)
+	if err != nil {
+		return nil, err
+	}
+	return &subvolDrop{id: id, uuid: ri.UUID, received: ri.ReceivedUUID, plan: plan}, nil
+}
+
+// dropSubvolTree removes subvolume d.id's UUID-tree entries and drops its
+// tree with its ROOT_ITEM; the caller removes its link. The writer's
+// remembered directories and shared-block verdicts are forgotten: paths
+// through the subvolume now fail, and references of blocks other trees
+// share change.
+func (c *wctx) dropSubvolTree(d *subvolDrop) error {
+	c.cache.mu.Lock()
+	clear(c.cache.dirs)
+	clear(c.cache.shared)
+	c.cache.mu.Unlock()
+	if err := c.removeUUID(d.uuid, disk.UUIDKeySubvol, d.id); err != nil {
+		return err
+	}
+	if d.received != (disk.UUID{}) {
+		if err := c.removeUUID(d.received, disk.UUIDKeyReceivedSubvol, d.id); err != nil {
+			return err
+		}
+	}
+	plan := d.plan
+	if plan == nil {
+		var err error
+		if plan, err = c.t.PlanDrop(d.id); err != nil {
+			return err
+		}
+	}
+	_, err := c.t.Drop(plan)
+	return err
 }
 
 // checkDeletable refuses the subvolumes the kernel refuses to delete:
 // the default one (EPERM) and one holding other subvolumes (ENOTEMPTY).
 func (c *wctx) checkDeletable(id disk.ObjectID) error {
+	if err := c.checkNotDefault(id); err != nil {
+		return err
+	}
+	n, err := c.nestedLinks(id)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("subvolume %d holds other subvolumes: %w", id, syscall.ENOTEMPTY)
+	}
+	return nil
+}
+
+// checkNotDefault refuses (EPERM) to delete the default subvolume, the
+// one the root tree's "default" entry names.
+func (c *wctx) checkNotDefault(id disk.ObjectID) error {
 	rt, err := c.t.Tree(disk.RootTreeObjectID)
 	if err != nil {
 		return err
 	}
 	name := []byte("default")
 	k := disk.Key{ObjectID: disk.RootTreeDirObjectID, Type: disk.DirItemKey, Offset: disk.NameHash(name)}
-	if data, found, err := rt.Lookup(c.tx, k); err != nil {
+	data, found, err := rt.Lookup(c.tx, k)
+	if err != nil || !found {
 		return err
-	} else if found {
-		items, err := disk.ParseDirItems(data)
-		if err != nil {
-			return &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &k, What: "default dir item", Err: err}
-		}
-		for _, it := range items {
-			if string(it.Name) == "default" && it.Location.ObjectID == id {
-				return fmt.Errorf("the default subvolume cannot be deleted: %w", syscall.EPERM)
-			}
-		}
 	}
-	nested := false
-	err = rt.Range(c.tx, disk.Key{ObjectID: id, Type: disk.RootRefKey}, disk.Key{ObjectID: id, Type: disk.RootRefKey, Offset: ^uint64(0)},
-		func(disk.Key, []byte) (bool, error) {
-			nested = true
-			return false, nil
-		})
+	items, err := disk.ParseDirItems(data)
 	if err != nil {
-		return err
+		return &disk.CorruptError{Tree: disk.RootTreeObjectID, Key: &k, What: "default dir item", Err: err}
 	}
-	if nested {
-		return fmt.Errorf("subvolume %d holds other subvolumes: %w", id, syscall.ENOTEMPTY)
+	for _, it := range items {
+		if string(it.Name) == "default" && it.Location.ObjectID == id {
+			return fmt.Errorf("the default subvolume cannot be deleted: %w", syscall.EPERM)
+		}
 	}
 	return nil
+}
+
+// nestedLinks counts the subvolumes linked in subvolume id: its
+// ROOT_REFs in the root tree.
+func (c *wctx) nestedLinks(id disk.ObjectID) (int, error) {
+	rt, err := c.t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = rt.Range(c.tx, disk.Key{ObjectID: id, Type: disk.RootRefKey}, disk.Key{ObjectID: id, Type: disk.RootRefKey, Offset: ^uint64(0)},
+		func(disk.Key, []byte) (bool, error) {
+			n++
+			return true, nil
+		})
+	return n, err
 }
 
 // removeUUID takes id out of the UUID-tree item of u and kind, deleting

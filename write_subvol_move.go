@@ -130,19 +130,25 @@ func (c *wctx) dropSubvolName(parent *winode, base string, l *subvolLink) error 
 	if _, err := c.tr.DeleteItem(c.tx, disk.Key{ObjectID: parent.ino, Type: disk.DirIndexKey, Offset: l.ref.Sequence}); err != nil {
 		return err
 	}
-	rt, err := c.t.Tree(disk.RootTreeObjectID)
-	if err != nil {
-		return err
-	}
-	owner := parent.tr.Owner()
-	if _, err := rt.DeleteItem(c.tx, disk.Key{ObjectID: owner, Type: disk.RootRefKey, Offset: uint64(l.id)}); err != nil {
-		return err
-	}
-	if _, err := rt.DeleteItem(c.tx, disk.Key{ObjectID: l.id, Type: disk.RootBackrefKey, Offset: uint64(owner)}); err != nil {
+	if err := c.dropSubvolRefs(parent.tr.Owner(), l.id); err != nil {
 		return err
 	}
 	parent.item.Size -= 2 * uint64(len(base))
 	return nil
+}
+
+// dropSubvolRefs removes the ROOT_REF (owner -> id) and ROOT_BACKREF (id
+// -> owner) of subvolume id, linked in subvolume owner.
+func (c *wctx) dropSubvolRefs(owner, id disk.ObjectID) error {
+	rt, err := c.t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return err
+	}
+	if _, err := rt.DeleteItem(c.tx, disk.Key{ObjectID: owner, Type: disk.RootRefKey, Offset: uint64(id)}); err != nil {
+		return err
+	}
+	_, err = rt.DeleteItem(c.tx, disk.Key{ObjectID: id, Type: disk.RootBackrefKey, Offset: uint64(owner)})
+	return err
 }
 
 // addSubvolName links subvolume l as base in parent with DIR_INDEX index:
@@ -275,15 +281,11 @@ func (c *wctx) renameSubvol(r *renameOp) error {
 	return c.putInode(r.newParent)
 }
 
-// errDeleteSubvol tells Remove, from inside its change, that name is an
-// empty subvolume the kernel's rmdir would delete: DeleteSubvolume does
-// it, as its own change.
-var errDeleteSubvol = errors.New("btrfs: delete the subvolume")
-
 // removeSubvolEntry is Remove of the subvolume entry de, base in parent
 // (c.tr is parent's tree), as the kernel's rmdir: a placeholder entry
-// goes at once (started true); a subvolume whose root directory is empty
-// is errDeleteSubvol; one with entries ENOTEMPTY.
+// goes; a subvolume whose root directory is empty is deleted
+// (deleteSubvol), in this change, so nothing can fill it between the
+// check and the deletion; one with entries is ENOTEMPTY.
 func (c *wctx) removeSubvolEntry(parent *winode, base string, de *disk.DirItem) (bool, error) {
 	if err := notPinned(parent); err != nil {
 		return false, err
@@ -308,7 +310,10 @@ func (c *wctx) removeSubvolEntry(parent *winode, base string, de *disk.DirItem) 
 			}
 			return false, err
 		}
-		return false, errDeleteSubvol
+		if h := c.fsys.w.rmdirHook; h != nil {
+			h()
+		}
+		return c.deleteSubvol(parent, base, l)
 	}
 	index, err := c.placeholderIndex(parent, base, de)
 	if err != nil {

@@ -111,7 +111,7 @@ var rmWord = word{
 With -f, paths that do not exist are no error. With -v, every removed file is
 named as rm -v names it. With -r, subvolumes and snapshots below PATH go too, as
 rm -r removes them on Linux (emptied, then deleted): not the default
-subvolume, nor a read-only one that is not empty.`,
+subvolume, nor a read-only one that is not empty; then nothing is removed.`,
 	flags: []flagDef{
 		{name: "r", short: 'r', long: "recursive", help: "remove directories and their contents"},
 		{name: "r", short: 'R', help: "same as -r"},
@@ -160,60 +160,32 @@ func runRm(s *session, a *wordArgs) error {
 	return nil
 }
 
-// removeTree removes the directory p and everything below it. With
-// verbose it names what went, in the order rm -rv does: each directory
-// after its entries. Subvolumes below p (and p itself) go as rm -r takes
-// them on Linux: their entries, then the empty subvolume, which the
-// kernel's rmdir deletes; here DeleteSubvolume does both, innermost
-// first. Like the kernel, it cannot empty a read-only subvolume (EROFS,
-// checked before anything goes).
+// removeTree removes the directory p and everything below it with the
+// library's RemoveAll, which takes subvolumes below p (and p itself) as
+// rm -r takes them on Linux (emptied, then deleted by rmdir) and refuses
+// what rm -r would fail on (a read-only subvolume with entries: EROFS)
+// before anything goes. With verbose it names what went, in the order
+// rm -rv does: each directory after its entries.
 func removeTree(s *session, p string, verbose bool) error {
-	var gone, subs, holders []string
+	var gone []string
 	var dirs []bool
-	err := walkTree(s.fsys, p, true, func(q string, fi fs.FileInfo) error {
-		if isSubvolume(fi) {
-			subs = append(subs, q) // after the subvolumes inside it
-		} else if isPlaceholder(fi) {
-			holders = append(holders, q)
+	if verbose {
+		err := walkTree(s.fsys, p, true, func(q string, fi fs.FileInfo) error {
+			gone, dirs = append(gone, q), append(dirs, fi.IsDir())
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		gone, dirs = append(gone, q), append(dirs, fi.IsDir())
-		return nil
-	})
-	if err != nil {
+	}
+	if err := s.fsys.RemoveAll(p); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = &fs.PathError{Op: "rm", Path: p, Err: pe.Err}
+		}
 		return err
 	}
-	for _, q := range subs {
-		if err := canEmptySubvolume(s.fsys, q); err != nil {
-			return err
-		}
-	}
-	for _, q := range subs {
-		if err := s.fsys.DeleteSubvolume(q); err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = &fs.PathError{Op: "rm", Path: q, Err: pe.Err}
-			}
-			return err
-		}
-	}
-	// A snapshot's placeholders of subvolumes nested in its source go
-	// as rmdir takes them (those inside a deleted subvolume are gone).
-	for _, q := range holders {
-		if _, err := s.fsys.Lstat(q); err == nil {
-			if err := s.fsys.Remove(q); err != nil {
-				return err
-			}
-		}
-	}
-	if len(subs) == 0 || subs[len(subs)-1] != p {
-		if err := s.fsys.RemoveAll(p); err != nil {
-			return err
-		}
-	}
 	for i, q := range gone {
-		if !verbose {
-			break
-		}
 		if dirs[i] {
 			s.verbosef("removed directory %s", quoteName(s.show(q)))
 		} else {
@@ -221,24 +193,6 @@ func removeTree(s *session, p string, verbose bool) error {
 		}
 	}
 	return nil
-}
-
-// canEmptySubvolume refuses a read-only subvolume with entries, whose
-// first entry rm -r could not remove on Linux (EROFS).
-func canEmptySubvolume(fsys *btrfs.FS, q string) error {
-	id, err := fsys.SubvolumeAt(q)
-	if err != nil {
-		return err
-	}
-	info, err := fsys.SubvolumeInfoOf(id)
-	if err != nil || !info.ReadOnly {
-		return err
-	}
-	ents, err := fsys.ReadDir(q)
-	if err != nil || len(ents) == 0 {
-		return err
-	}
-	return &fs.PathError{Op: "rm", Path: pathpkg.Join(q, ents[0].Name()), Err: syscall.EROFS}
 }
 
 var mvWord = word{

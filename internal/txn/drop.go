@@ -62,6 +62,12 @@ type sharedDataChange struct {
 	n        int64
 }
 
+// Shared reports whether the tree shares blocks with other trees: its
+// drop then only takes its references off some blocks, and what the
+// plan counted changes when another tree's drop or copy changes theirs
+// (a plan without shared blocks stays true: its blocks are its own).
+func (p *DropPlan) Shared() bool { return len(p.unref) > 0 }
+
 // PlanDrop works out how to drop subvolume tree id, as the kernel's
 // cleaner drops a deleted subvolume: every block only this tree
 // references is freed, with the data references of the file extents in
