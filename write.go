@@ -189,6 +189,8 @@ func (fsys *FS) commitLocked() (*txn.Flight, uint64, error) {
 	t := w.t
 	w.t = nil
 	seq := w.seq.Load()
+	// The subvolumes the changes wrote are stamped changed now.
+	t.SetRootTime(disk.TimespecOf(fsys.now()))
 	f, err := t.Prepare()
 	if err != nil {
 		w.dead = err

@@ -351,7 +351,45 @@ func runWithLoss(t *testing.T, base *crashImage, work string, opts *btrfs.Option
 	base.save(t, work)
 	mem := base.mem(t)
 	run := &lossRun{}
-	open := func(path string, readOnly bool) (blockdev.Device, error) {
+	fsys, err := btrfs.OpenWritableWith(work, opts, blockdev.ScanOptions{Open: lossOpener(run, mem, lp, torn, rng)})
+	if err != nil {
+		t.Fatalf("open for writing: %v", err)
+	}
+	for _, o := range pre {
+		if err := o.do(fsys); err != nil {
+			t.Fatalf("first transaction: %s: %v", o.desc, err)
+		}
+	}
+	if err := fsys.Commit(); err != nil {
+		t.Fatalf("first transaction: %v", err)
+	}
+	run.mu.Lock()
+	run.armed = true
+	run.mu.Unlock()
+	for _, o := range ops {
+		if err := o.do(fsys); err != nil {
+			run.err = fmt.Errorf("%s: %w", o.desc, err)
+			break
+		}
+	}
+	if run.err == nil {
+		run.err = fsys.Commit()
+	}
+	fsys.Close()
+	if run.disk == nil {
+		run.disk = mem.CrashClone(rng) // everything was synced
+	}
+	return run
+}
+
+// lossOpener opens each device of a session through a device that
+// writes to the image file and to mem (teeDevice), counts in run the
+// writes and syncs made while run.armed, and from lp on (never when
+// lp.n == 0) fails them with errPowerLost, setting run.disk to what mem
+// could hold after the loss (the state at the last sync plus a random
+// subset of the writes since, torn into 4 KiB pieces when torn).
+func lossOpener(run *lossRun, mem *blockdev.Mem, lp lossPoint, torn bool, rng *rand.Rand) func(string, bool) (blockdev.Device, error) {
+	return func(path string, readOnly bool) (blockdev.Device, error) {
 		f, err := blockdev.OpenFile(path, readOnly)
 		if err != nil {
 			return nil, err
@@ -381,35 +419,6 @@ func runWithLoss(t *testing.T, base *crashImage, work string, opts *btrfs.Option
 		})
 		return faulty, nil
 	}
-	fsys, err := btrfs.OpenWritableWith(work, opts, blockdev.ScanOptions{Open: open})
-	if err != nil {
-		t.Fatalf("open for writing: %v", err)
-	}
-	for _, o := range pre {
-		if err := o.do(fsys); err != nil {
-			t.Fatalf("first transaction: %s: %v", o.desc, err)
-		}
-	}
-	if err := fsys.Commit(); err != nil {
-		t.Fatalf("first transaction: %v", err)
-	}
-	run.mu.Lock()
-	run.armed = true
-	run.mu.Unlock()
-	for _, o := range ops {
-		if err := o.do(fsys); err != nil {
-			run.err = fmt.Errorf("%s: %w", o.desc, err)
-			break
-		}
-	}
-	if run.err == nil {
-		run.err = fsys.Commit()
-	}
-	fsys.Close()
-	if run.disk == nil {
-		run.disk = mem.CrashClone(rng) // everything was synced
-	}
-	return run
 }
 
 // crashState checks a disk after a loss: saved to a file, it opens

@@ -201,30 +201,39 @@ func TestSnapshotSendReceive(t *testing.T) {
 
 	ours := btrfstest.Mount(t, "ro", img)
 	theirs := btrfstest.Mount(t, "", btrfstest.Mkfs(t, btrfstest.MkfsOptions{}))
-	sendReceive := func(args ...string) {
-		t.Helper()
-		send := exec.Command("btrfs", append([]string{"send", "-q"}, args...)...)
-		recv := exec.Command("btrfs", "receive", "-q", theirs)
-		pipe, err := send.StdoutPipe()
-		must(err)
-		recv.Stdin = pipe
-		var serr, rerr strings.Builder
-		send.Stderr, recv.Stderr = &serr, &rerr
-		must(send.Start())
-		if err := recv.Run(); err != nil {
-			t.Fatalf("btrfs receive: %v\n%s\nsend: %s", err, rerr.String(), serr.String())
-		}
-		if err := send.Wait(); err != nil {
-			t.Fatalf("btrfs send %v: %v\n%s", args, err, serr.String())
-		}
-	}
-	sendReceive(filepath.Join(ours, "s1"))
-	sendReceive("-p", filepath.Join(ours, "s1"), filepath.Join(ours, "s2"))
+	sendReceive(t, theirs, filepath.Join(ours, "s1"))
+	sendReceive(t, theirs, "-p", filepath.Join(ours, "s1"), filepath.Join(ours, "s2"))
 	want, err := btrfstest.Scan(filepath.Join(ours, "s2"))
 	must(err)
 	got, err := btrfstest.Scan(filepath.Join(theirs, "s2"))
 	must(err)
 	if d := btrfstest.Diff(want, got, btrfstest.DiffOptions{IgnoreDirMtime: true}); len(d) > 0 {
 		t.Errorf("s2 received from an incremental send differs from ours: %q", d)
+	}
+}
+
+// sendReceive pipes `btrfs send` with args (the kernel's send of a
+// read-only subvolume, in full or with -p against a parent) into
+// `btrfs receive` into dir.
+func sendReceive(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	send := exec.Command("btrfs", append([]string{"send", "-q"}, args...)...)
+	recv := exec.Command("btrfs", "receive", "-q", dir)
+	pipe, err := send.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv.Stdin = pipe
+	var serr, rerr strings.Builder
+	send.Stderr, recv.Stderr = &serr, &rerr
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv.Run(); err != nil {
+		send.Wait()
+		t.Fatalf("btrfs receive: %v\n%s\nsend: %s", err, rerr.String(), serr.String())
+	}
+	if err := send.Wait(); err != nil {
+		t.Fatalf("btrfs send %v: %v\n%s", args, err, serr.String())
 	}
 }

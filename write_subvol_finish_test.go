@@ -32,25 +32,7 @@ import (
 // kernel's own cleaner leaves when it finishes a copy of the image.
 func TestFinishKernelDrop(t *testing.T) {
 	btrfstest.RequireInterop(t)
-	// Whether the kernel's cleaner stops half way depends on when it
-	// runs; on a loaded machine it has finished both drops within one
-	// read-write moment. Such an image tests nothing: make another.
-	var (
-		img  string
-		ids  map[string]uint64
-		want map[string]snapModel
-	)
-	for attempt := 1; ; attempt++ {
-		var ok bool
-		img, ids, want, ok = halfDroppedImage(t)
-		if ok {
-			break
-		}
-		if attempt == 3 {
-			t.Fatalf("the kernel finished both drops before it could be stopped, %d times", attempt)
-		}
-		t.Logf("attempt %d: the kernel finished both drops; again", attempt)
-	}
+	img, ids, want := halfDropped(t)
 	btrfsCmd := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
@@ -107,6 +89,24 @@ func TestFinishKernelDrop(t *testing.T) {
 		}
 	}
 	btrfstest.Unmount(t, dir)
+}
+
+// halfDropped makes TestFinishKernelDrop's image (halfDroppedImage),
+// up to three times: whether the kernel's cleaner stops half way depends
+// on when it runs, and on a loaded machine it has finished both drops
+// within one read-write moment. Such an image tests nothing.
+func halfDropped(t *testing.T) (img string, ids map[string]uint64, want map[string]snapModel) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		img, ids, want, ok := halfDroppedImage(t)
+		if ok {
+			return img, ids, want
+		}
+		if attempt == 3 {
+			t.Fatalf("the kernel finished both drops before it could be stopped, %d times", attempt)
+		}
+		t.Logf("attempt %d: the kernel finished both drops; again", attempt)
+	}
 }
 
 // halfDroppedImage makes TestFinishKernelDrop's image with the kernel:

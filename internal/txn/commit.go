@@ -43,6 +43,17 @@ func (t *Txn) Commit() error {
 	return nil
 }
 
+// SetRootTime sets the ctime that the commit gives every subvolume this
+// transaction changed (settleRoots), and so turns that stamping on: the
+// writer calls it with its clock before it commits its changes.
+func (t *Txn) SetRootTime(ts disk.Timespec) { t.rootTime = &ts }
+
+// isSubvolTree reports whether tree id is a subvolume's (the top level
+// or one made by subvolume create or snapshot).
+func isSubvolTree(id disk.ObjectID) bool {
+	return id == disk.FSTreeObjectID || id >= disk.FirstFreeObjectID && id <= disk.LastFreeObjectID
+}
+
 // Prepare is the part of a commit that needs the transaction to itself:
 // it settles the extent tree, block group items, free-space tree and root
 // items to a fixpoint, writes every data and tree block to every copy
@@ -525,7 +536,14 @@ func (t *Txn) settleBlockGroups() error {
 // and chunk trees, which the superblock records) into its ROOT_ITEM, with
 // bytes_used: nodesize × the blocks the tree reaches (as the kernel keeps
 // it), from the value the transaction found plus the blocks the tree
-// gained less those it lost (ctree.Tree.NetBlocks). The
+// gained less those it lost (ctree.Tree.NetBlocks). A subvolume whose
+// tree the changes of this transaction wrote gets ctransid = this
+// transaction and ctime = the time SetRootTime gave, as the kernel stamps
+// a subvolume at every change of one of its inodes: what `btrfs send`,
+// receive and backup tools read as "changed since". Not a subvolume made
+// in this transaction (otransid): a snapshot keeps its source's, a new
+// subvolume has its own already. Without SetRootTime (a shrink's
+// relocation, which moves blocks but changes no inode) neither moves. The
 // extent tree's item is always rewritten, which copies the root tree's
 // root: the superblock generation must be the root tree root's.
 func (t *Txn) settleRoots() error {
@@ -556,6 +574,9 @@ func (t *Txn) settleRoots() error {
 			ri.BytesUsed = uint64(used)
 			if !ri.Legacy {
 				ri.GenerationV2 = r.Generation
+				if t.rootTime != nil && isSubvolTree(id) && r.Generation == t.gen && ri.OTransID < t.gen {
+					ri.CTransID, ri.CTime = t.gen, *t.rootTime
+				}
 			}
 			if ri.Size() != len(b) {
 				return disk.Corruptf("root item of tree %s: %d bytes", id.TreeName(), len(b))

@@ -41,6 +41,9 @@ type Txn struct {
 	// bytes_used would be had the Tree gained and lost no block in this
 	// transaction: settleRoots writes usedBase + NetBlocks × nodesize.
 	usedBase map[disk.ObjectID]int64
+	// rootTime, once SetRootTime has set it, is the ctime settleRoots
+	// gives the subvolumes this transaction changed (with ctransid).
+	rootTime *disk.Timespec
 
 	// csumMu makes each change of the csum tree by AddCsums whole, and
 	// keeps it still for a reader of this transaction's csums
