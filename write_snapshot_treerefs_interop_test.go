@@ -3,10 +3,14 @@
 package btrfs_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +18,9 @@ import (
 	"time"
 
 	"github.com/gobtrfs/btrfs"
+	"github.com/gobtrfs/btrfs/internal/blockdev"
 	"github.com/gobtrfs/btrfs/internal/btrfstest"
+	"github.com/gobtrfs/btrfs/internal/disk"
 	"github.com/gobtrfs/btrfs/mkfs"
 )
 
@@ -343,4 +349,205 @@ func TestKernelSnapshotsTreeRefsInterop(t *testing.T) {
 	s.delete(w, "k06")
 	s.must(w.Close())
 	s.check("round 2", "k00", "k03", "k12", "k30-snap", "k34", "k34-ours", "k06-snap")
+}
+
+// TestCrashDuringManySnapshotWrites cuts the power during the commit of
+// changes to a tree whose shared blocks keep references as items of their
+// own: sv (three levels of inline files and some in extents) has 24
+// writable snapshots and 4 read-only ones, so the nodes below its root
+// carry 29 references, 7 of them items (asserted). One transaction then
+// changes sv and two snapshots at random and makes every writable
+// snapshot create a file in the same directory (each copies the same
+// shared node by rule 3, adding a reference keyed by it to that node's
+// children: 24 of them, past the inline room), and deletes two read-only
+// snapshots (one's references are items); its commit is cut at every
+// sync and superblock write and at sampled other writes (every write with
+// GOBTRFS_LONG=1; maxManySnapLosses points in all without), whole and
+// torn. Every crash image opens (also for writing), passes btrfs check
+// --check-data-csum 6.2 (with our checker) and 6.19, and holds the files
+// of before or of after in sv, the changed snapshots, the deleted ones
+// and an untouched one (the others are left to check, which counts
+// their references). Nothing is refused.
+func TestCrashDuringManySnapshotWrites(t *testing.T) {
+	const maxManySnapLosses = 8
+	btrfstest.RequireProgs(t)
+	start := time.Now()
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 18))
+	img0 := filepath.Join(t.TempDir(), "fs.img")
+	if err := mkfs.Format(img0, mkfs.Options{Size: 128 << 20, NodeSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := btrfs.OpenWritable(img0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	if _, err := w.CreateSubvolume("sv", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1500 {
+		p := fmt.Sprintf("sv/d%02d/f%04d", i%16, i)
+		size := 20 + rng.IntN(400)
+		if i%10 == 0 {
+			size = 4096 + rng.IntN(8000)
+		}
+		files[p] = crashData(rng, size)
+		if err := w.MkdirAll(path.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteFile(p, files[p], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var rw []string
+	for i := range 28 {
+		name := fmt.Sprintf("w%02d", i)
+		ro := i%7 == 6
+		if ro {
+			name = fmt.Sprintf("r%02d", i)
+		} else {
+			rw = append(rw, name)
+		}
+		if _, err := w.Snapshot("sv", name, &btrfs.SnapshotOptions{ReadOnly: ro}); err != nil {
+			t.Fatal(err)
+		}
+		snapshotFiles(files, "sv", name)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lvl := subvolLevel(t, img0, "sv"); lvl < 2 {
+		t.Fatalf("sv: root level %d, want three levels or more", lvl)
+	}
+	tree0, _ := keyedTreeRefs(t, img0)
+	if tree0 == 0 {
+		t.Fatal("28 snapshots: no TREE_BLOCK_REF item in the extent tree")
+	}
+	t.Logf("sv and 28 snapshots made in %v", time.Since(start).Round(time.Millisecond))
+	base := readImage(t, img0)
+	planned := cloneFiles(files)
+	var ops []dataOp
+	ops = append(ops, sharedWriteOps(rng, planned, "sv", 20, true)...)
+	ops = append(ops, sharedWriteOps(rng, planned, rw[0], 10, true)...)
+	ops = append(ops, sharedWriteOps(rng, planned, rw[len(rw)-1], 6, true)...)
+	for i, sv := range rw {
+		ops = append(ops, opWriteFile(fmt.Sprintf("%s/d00/many%d", sv, i), crashData(rng, 30+i)))
+	}
+	for _, sv := range []string{"r06", "r27"} {
+		ops = append(ops, dataOp{desc: "delete " + sv,
+			do: func(f *btrfs.FS) error { return f.DeleteSubvolume(sv) },
+			apply: func(m map[string][]byte) {
+				for p := range m {
+					if strings.HasPrefix(p, sv+"/") {
+						delete(m, p)
+					}
+				}
+			}})
+	}
+	refused := map[string]bool{}
+	ops = refusable(ops, refused)
+	watched := []string{"sv", rw[0], rw[len(rw)-1], "r06", "r13", "r27"}
+	pick := func(m map[string][]byte) map[string][]byte {
+		out := map[string][]byte{}
+		for p, b := range m {
+			if slices.Contains(watched, strings.SplitN(p, "/", 2)[0]) {
+				out[p] = b
+			}
+		}
+		return out
+	}
+	readWatched := func(fsys *btrfs.FS) (map[string][]byte, error) {
+		got := map[string][]byte{}
+		for _, sv := range watched {
+			err := fs.WalkDir(fsys, sv, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || !d.Type().IsRegular() {
+					return err
+				}
+				b, err := fsys.ReadFile(p)
+				got[p] = b
+				return err
+			})
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+		return got, nil
+	}
+	mid := cloneFiles(files)
+	for _, o := range ops {
+		o.apply(mid)
+	}
+	before, after := pick(files), pick(mid)
+	work := filepath.Join(t.TempDir(), "work.img")
+	check := filepath.Join(t.TempDir(), "crash.img")
+	state := func(run *lossRun, what string) string {
+		t.Helper()
+		st := crashStateOf(t, run, check, before, after, what, readWatched)
+		btrfstest.CheckNewer(t, check, true)
+		return st
+	}
+	ref := runWithLoss(t, base, work, nil, nil, ops, lossPoint{}, false, rng)
+	if ref.err != nil {
+		t.Fatalf("without a power loss: %v", ref.err)
+	}
+	if len(refused) != 0 {
+		t.Fatalf("seed %d: %d changes refused: %v", seed, len(refused), slices.Sorted(maps.Keys(refused)))
+	}
+	if st := state(ref, "no loss"); st != "after" {
+		t.Fatalf("without a power loss: state %s", st)
+	}
+	tree1, shared1 := keyedTreeRefs(t, check)
+	t.Logf("TREE_BLOCK_REF items: %d before the commit, %d after (SHARED_BLOCK_REF items %d)", tree0, tree1, shared1)
+	if tree1 <= tree0 {
+		t.Errorf("the commit added no TREE_BLOCK_REF item (%d before, %d after)", tree0, tree1)
+	}
+	pts := dataLossPoints(ref.ops, rng, longTests())
+	if !longTests() && len(pts) > maxManySnapLosses {
+		// The syncs, the superblock writes and the last write, then
+		// the others dataLossPoints chose, up to the bound.
+		key := map[lossPoint]bool{}
+		for _, op := range ref.ops {
+			if op.Op == blockdev.OpSync || op.Op == blockdev.OpWrite && isSuperOffset(op.Off) {
+				key[lossPoint{op: op.Op, n: op.N}] = true
+			}
+		}
+		key[lossPoint{op: blockdev.OpWrite, n: ref.count[blockdev.OpWrite]}] = true
+		var short []lossPoint
+		for _, first := range []bool{true, false} {
+			for _, lp := range pts {
+				if key[lp] == first && len(short) < maxManySnapLosses {
+					short = append(short, lp)
+				}
+			}
+		}
+		pts = short
+	}
+	t.Logf("seed %d: %d changes, %d writes, %d syncs; trying %d loss points: %v", seed, len(ops), ref.count[blockdev.OpWrite], ref.count[blockdev.OpSync], len(pts), pts)
+	states := map[string]int{}
+	for i, lp := range pts {
+		run := runWithLoss(t, base, work, nil, nil, ops, lp, i%2 == 1, rng)
+		what := fmt.Sprintf("loss at %s %d", lp.op, lp.n)
+		if !run.lost || run.err == nil {
+			t.Fatalf("%s: lost %v, error %v: want the loss to fail the transaction", what, run.lost, run.err)
+		}
+		states[state(run, what)]++
+	}
+	t.Logf("states after the losses: %v (%v in all)", states, time.Since(start).Round(time.Millisecond))
+	if states["before"] == 0 {
+		t.Errorf("states %v: no loss left the old state", states)
+	}
+}
+
+// isSuperOffset reports whether off is where a superblock copy lives.
+func isSuperOffset(off int64) bool {
+	for i := 0; i < disk.SuperMirrorMax; i++ {
+		if off == int64(disk.SuperblockOffsetOf(i)) {
+			return true
+		}
+	}
+	return false
 }
