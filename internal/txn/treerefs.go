@@ -101,7 +101,7 @@ func (x *treeExtent) clone() *treeExtent {
 // item of its own. It is the kernel's room for an extent item, a
 // sixteenth of a leaf's data area less an item header (224 bytes with 4
 // KiB nodes: 22 references in a skinny METADATA_ITEM; 992 with 16 KiB:
-// 107), docs/btrfs-format.md §5.9.
+// 107), btrfs-format.md §5.9.
 func (t *Txn) maxInlineTreeItem() int {
 	return disk.LeafDataSize(int(t.fs.sb.NodeSize))/16 - disk.ItemSize
 }
