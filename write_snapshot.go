@@ -43,11 +43,11 @@ type SnapshotOptions struct {
 //
 // The source and the snapshot stay writable: a change copies the blocks
 // they share by the kernel's reference rules (tree blocks and data
-// extents referenced by root or by parent block). Not yet supported
-// (issue 14), and refused with ErrUnsupported before anything changes: a
-// snapshot whose directory is inside the source itself, and writing into
-// a subvolume whose shared tree blocks have references the kernel keeps
-// as items of their own (many snapshots of one tree).
+// extents referenced by root or by parent block, inline in the extent
+// item or, past its room, as items of their own, so any number of
+// snapshots may share a tree). Not yet supported (issue 14), and refused
+// with ErrUnsupported before anything changes: a snapshot whose directory
+// is inside the source itself.
 //
 // src that is not a subvolume's root directory is EINVAL; dst errors as
 // for Mkdir.
@@ -209,12 +209,11 @@ func (c *wctx) subvolumeAt(name string) (disk.ObjectID, error) {
 // nil. A tree that was snapshotted (last_snapshot set) or is a snapshot
 // (parent_uuid set) shares the blocks under its root with another tree
 // unless its root is a leaf (a snapshot copies the root); copying them
-// follows the kernel's reference rules (txn.CopyShared), except where a
-// shared tree block has references held as items of their own (the
-// kernel's, past the room in the extent item), which this package does
-// not edit: txn.SharedWritable walks the tree's nodes and refuses it
-// then, before anything changes. The verdict is kept for the transaction
-// (Snapshot and DeleteSubvolume drop every verdict).
+// follows the kernel's reference rules (txn.CopyShared).
+// txn.SharedWritable walks the tree's nodes and old leaves first and
+// reads their references, so that a damaged block or extent item refuses
+// the change before anything changes. The verdict is kept for the
+// transaction (Snapshot and DeleteSubvolume drop every verdict).
 func (c *wctx) sharedTreeErr(id disk.ObjectID) error {
 	c.cache.mu.Lock()
 	err, ok := c.cache.shared[id]

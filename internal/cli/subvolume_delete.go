@@ -27,10 +27,8 @@ gobtrfs always commits before it exits (-c and -C are accepted). All PATHs
 must be in one image; they go in one transaction (none on any error).
 
 Refused as by the kernel: the default subvolume, one holding other
-subvolumes, a path that is not a subvolume. Not yet: a subvolume whose
-tree blocks have references the kernel keeps as items of their own (after
-many snapshots), and one the kernel has begun to drop (exit 1, nothing
-written).`,
+subvolumes, a path that is not a subvolume. Not yet: one the kernel has
+begun to drop (exit 1, nothing written).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withWritable(cmd, args[0], devices, func(fsys *btrfs.FS, image string) error {

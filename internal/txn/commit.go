@@ -453,34 +453,29 @@ func (t *Txn) treeBlockItem(a disk.LogicalAddr, info blockInfo) (disk.Key, []byt
 	return key, b
 }
 
-// deleteExtent removes the extent item of the tree block at a. Only blocks
-// with a single reference are handled: shared blocks (snapshots) need
-// reference counting this slice does not do.
+// deleteExtent removes the extent item of the tree block at a, which a
+// copy of its only tree freed, and its one reference wherever it is kept
+// (inline, or as an item of its own when the kernel put it there while
+// the block had many). A block with other references is not freed this
+// way: copies of shared blocks go through the delayed references.
 func (t *Txn) deleteExtent(et *ctree.Tree, a disk.LogicalAddr) error {
-	var keys []disk.Key
-	var derr error
-	start := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.ExtentItemKey}
-	end := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: ^uint64(0)}
-	err := et.Range(t.tx, start, end, func(k disk.Key, data []byte) (bool, error) {
-		var it disk.ExtentItem
-		if err := it.DecodeAs(k.Type, data); err != nil {
-			derr = &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &k, What: "extent item", Err: err}
-		} else if it.Refs != 1 || it.Flags&disk.ExtentFlagFullBackref != 0 {
-			derr = fmt.Errorf("%w: snapshots (freeing tree block %d, shared: refs %d): delete the snapshots with the kernel"+
-				" (btrfs subvolume delete) or make this change through the kernel", ErrUnsupported, a, it.Refs)
-		}
-		keys = append(keys, k)
-		return true, nil
-	})
+	x, err := t.readTreeExtent(et, a)
 	switch {
 	case err != nil:
 		return err
-	case derr != nil:
-		return derr
-	case len(keys) != 1:
-		return disk.Corruptf("tree block %d freed: %d extent items", a, len(keys))
+	case x == nil:
+		return disk.Corruptf("tree block %d freed: no extent item", a)
+	case x.item.Refs != 1 || x.full():
+		return fmt.Errorf("%w: snapshots (freeing tree block %d, shared: refs %d): delete the snapshots with the kernel"+
+			" (btrfs subvolume delete) or make this change through the kernel", ErrUnsupported, a, x.item.Refs)
 	}
-	if _, err := et.DeleteItem(t.tx, keys[0]); err != nil {
+	for _, r := range x.keyed {
+		k := disk.Key{ObjectID: disk.ObjectID(a), Type: r.typ, Offset: r.off}
+		if _, err := et.DeleteItem(t.tx, k); err != nil {
+			return fmt.Errorf("delete %v of block %d: %w", k, a, err)
+		}
+	}
+	if _, err := et.DeleteItem(t.tx, x.key); err != nil {
 		return fmt.Errorf("delete extent item of block %d: %w", a, err)
 	}
 	return nil

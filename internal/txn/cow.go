@@ -32,8 +32,8 @@ import (
 // position less extent offset), or SHARED_DATA_REF keyed by the leaf's
 // address with a count (one per file extent item naming the extent),
 // recorded with the data reference changes (data.go) and applied by the
-// commit. SharedWritable refuses, before a change starts, a tree where a
-// copy could meet tree-block references this package does not edit.
+// commit. References of either kind live inline in the extent item while
+// it has room, and as items of their own past it (treerefs.go).
 
 // setLastSnapLocked records tree id's last_snapshot; treesMu is held.
 func (t *Txn) setLastSnapLocked(id disk.ObjectID, g disk.Generation) {
@@ -78,18 +78,16 @@ func (t *Txn) CopyShared(id disk.ObjectID, old disk.Node) (handled bool, err err
 		return false, nil
 	}
 	level := old.Level()
-	_, it, err := t.treeBlockExtent(a, level)
+	x, err := t.treeBlockExtent(a, level)
 	if err != nil {
 		return false, err
 	}
-	if !inlineOnly(it) {
-		return false, fmt.Errorf("%w: copying tree block %d of subvolume %d, whose references are not all inline", ErrUnsupported, a, id)
-	}
+	it := x.item
 	mine := treeRef{disk.TreeBlockRefKey, uint64(id)}
-	if !hasRef(it, mine) {
+	if !x.has(mine) {
 		return false, &disk.CorruptError{Logical: a, Tree: id, What: fmt.Sprintf("tree block reached from tree %d has no reference keyed by it", id)}
 	}
-	full := it.Flags&disk.ExtentFlagFullBackref != 0
+	full := x.full()
 	owned := old.Owner() == id
 	var (
 		keyChildren  bool // the copy's children get keyed references of id
@@ -164,24 +162,16 @@ func (t *Txn) CopyShared(id disk.ObjectID, old disk.Node) (handled bool, err err
 	return true, nil
 }
 
-// maxSharedRefs bounds the references a block of a shared tree may have
-// for SharedWritable to take the tree: copies add references to
-// children, and an extent item keeps at most maxInlineTreeRefs here.
-const maxSharedRefs = maxInlineTreeRefs / 2
-
 // SharedWritable reports whether subvolume tree id may be changed, with
 // the blocks it shares with snapshots, by the rules this package writes:
-// nil when every copy a change could make follows rules 1 to 4 with
-// references this package edits, an error wrapping ErrUnsupported
-// otherwise. What it refuses is a tree block that may be shared whose
-// references are not all inline (the kernel keeps them as items of their
-// own past the room in the extent item, after many snapshots), or so
-// many that copies could add more than this package keeps inline. It
-// walks the tree, reading (and so verifying) every node and every leaf
-// no newer than the tree's last_snapshot and looking up the references
-// of those; data references (keyed or by parent leaf, inline or items of
-// their own) are all written. The verdict holds for a transaction in
-// which no snapshot of a tree sharing blocks with id is made.
+// nil when every copy a change could make follows rules 1 to 4 on blocks
+// and references that read back whole, an error otherwise. It walks the
+// tree, reading (and so verifying) every node and every leaf no newer
+// than the tree's last_snapshot and reading the references of those
+// (inline and items of their own, checked against the count), so that a
+// damaged block or extent item refuses the change before anything
+// changes. The verdict holds for a transaction in which no snapshot of a
+// tree sharing blocks with id is made.
 func (t *Txn) SharedWritable(id disk.ObjectID) error {
 	tr, err := t.Tree(id)
 	if err != nil {
@@ -198,13 +188,8 @@ func (t *Txn) SharedWritable(id disk.ObjectID) error {
 // sharedWalk is SharedWritable below the block e names.
 func (t *Txn) sharedWalk(id disk.ObjectID, e disk.Expect) error {
 	if t.mayBeShared(id, e.Bytenr, e.Generation) {
-		_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
-		if err != nil {
+		if _, err := t.treeBlockExtent(e.Bytenr, e.Level); err != nil {
 			return err
-		}
-		if !inlineOnly(it) || it.Refs > maxSharedRefs {
-			return fmt.Errorf("%w: writing subvolume %d: tree block %d has %d references, or references held as items of their own",
-				ErrUnsupported, id, e.Bytenr, it.Refs)
 		}
 	} else if e.Level == 0 {
 		// Made after the last snapshot: this tree's alone, and

@@ -80,10 +80,9 @@ func (p *DropPlan) Shared() bool { return len(p.unref) > 0 }
 // FULL_BACKREF block that is freed, the children lose the references by
 // its address (planBlock): tree blocks their SHARED_BLOCK_REF, the data
 // extents of a leaf their SHARED_DATA_REF. It reads and checks every block it visits and
-// changes nothing: a tree whose blocks carry references this package
-// does not edit (tree-block references held as items of their own) is
-// refused with ErrUnsupported here, and a tree changed
-// in this transaction with ErrTreeChanged. The caller removes the
+// changes nothing: references are found where they are (inline or as
+// items of their own); a tree changed in this transaction is refused
+// with ErrTreeChanged. The caller removes the
 // subvolume's names; Drop then removes the tree and its ROOT_ITEM.
 func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
 	if t.done {
@@ -138,22 +137,19 @@ func (t *Txn) PlanDrop(id disk.ObjectID) (*DropPlan, error) {
 // children after it are dropped as planBlock drops any block; those
 // before it are skipped; and the node itself is freed.
 func (t *Txn) planRest(p *DropPlan, e disk.Expect, via treeRef, progress disk.Key, dropLevel int) error {
-	_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
+	x, err := t.treeBlockExtent(e.Bytenr, e.Level)
 	if err != nil {
 		return err
 	}
-	if !inlineOnly(it) {
-		return fmt.Errorf("%w: tree block %d has references held as items of their own", ErrUnsupported, e.Bytenr)
-	}
-	if it.Refs != 1 || !hasRef(it, via) {
+	if x.item.Refs != 1 || !x.has(via) {
 		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id,
-			What: fmt.Sprintf("block on the path of a half-done drop of tree %d with %d references, or without its %v reference %d", p.id, it.Refs, via.typ, via.off)}
+			What: fmt.Sprintf("block on the path of a half-done drop of tree %d with %d references, or without its %v reference %d", p.id, x.item.Refs, via.typ, via.off)}
 	}
 	n, err := t.ReadBlock(e.Bytenr, e)
 	if err != nil {
 		return err
 	}
-	full := it.Flags&disk.ExtentFlagFullBackref != 0
+	full := x.full()
 	if !full && n.Owner() != p.id {
 		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id,
 			What: fmt.Sprintf("tree block owned by tree %d, referenced only from tree %d, without FULL_BACKREF", n.Owner(), p.id)}
@@ -214,22 +210,19 @@ func (t *Txn) DeleteOrphanRoot(id disk.ObjectID) error {
 // block (as the copies of shared blocks leave them, rules 1 to 3 of
 // cow.go). The root is always this tree's alone.
 func (t *Txn) planBlock(p *DropPlan, e disk.Expect, via treeRef, root bool) error {
-	_, it, err := t.treeBlockExtent(e.Bytenr, e.Level)
+	x, err := t.treeBlockExtent(e.Bytenr, e.Level)
 	if err != nil {
 		return err
 	}
-	if !inlineOnly(it) {
-		return fmt.Errorf("%w: tree block %d has references held as items of their own", ErrUnsupported, e.Bytenr)
-	}
-	if !hasRef(it, via) {
+	if !x.has(via) {
 		return &disk.CorruptError{Logical: e.Bytenr, Tree: p.id, What: fmt.Sprintf("tree block reached from tree %d has no %v reference %d", p.id, via.typ, via.off)}
 	}
 	n, err := t.ReadBlock(e.Bytenr, e)
 	if err != nil {
 		return err
 	}
-	full := it.Flags&disk.ExtentFlagFullBackref != 0
-	if it.Refs > 1 {
+	full := x.full()
+	if x.item.Refs > 1 {
 		if root {
 			return fmt.Errorf("%w: the root block of tree %d is shared", ErrUnsupported, p.id)
 		}
@@ -311,16 +304,13 @@ func (t *Txn) planShared(p *DropPlan, n disk.Node, full bool) error {
 		k := kp.Key
 		c := disk.Expect{Bytenr: kp.BlockPtr, Level: level - 1, Generation: kp.Generation,
 			Owner: p.id, OwnerAny: true, FirstKey: &k}
-		_, it, err := t.treeBlockExtent(c.Bytenr, c.Level)
+		cx, err := t.treeBlockExtent(c.Bytenr, c.Level)
 		if err != nil {
 			return err
 		}
-		if !inlineOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
-			return fmt.Errorf("%w: tree block %d has references held as items of their own, or many (%d)", ErrUnsupported, c.Bytenr, it.Refs)
-		}
-		cfull := it.Flags&disk.ExtentFlagFullBackref != 0
+		cfull := cx.full()
 		if !full {
-			if !hasRef(it, mine) {
+			if !cx.has(mine) {
 				return &disk.CorruptError{Logical: c.Bytenr, Tree: p.id,
 					What: fmt.Sprintf("tree block below block %d of tree %d (no FULL_BACKREF) has no reference keyed by the tree", a, p.id)}
 			}

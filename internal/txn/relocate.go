@@ -77,7 +77,9 @@ func (t *Txn) groupExtents(start, end uint64) ([]*relocExtent, error) {
 			}
 			out = append(out, e)
 			byStart[e.start] = e
-		case disk.SharedBlockRefKey, disk.SharedDataRefKey:
+		case disk.TreeBlockRefKey, disk.SharedBlockRefKey, disk.SharedDataRefKey:
+			// A tree block's reference kept as an item of its own: it
+			// had many (snapshots), and moving it would leave the item.
 			return false, fmt.Errorf("extent %d: %w", k.ObjectID, ErrShared)
 		case disk.ExtentDataRefKey:
 			e := byStart[uint64(k.ObjectID)]

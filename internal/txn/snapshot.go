@@ -24,9 +24,9 @@ var ErrTreeChanged = errors.New("txn: tree changed in this transaction")
 // last_snapshot = this generation, which is what tells the kernel that
 // the source's blocks may be shared.
 //
-// The references are recorded for the commit (treerefs.go). A source
-// whose root's children keep references as items of their own, or more
-// than this package keeps inline, is refused with ErrUnsupported before
+// The references are recorded for the commit (treerefs.go), inline in
+// the children's extent items while they have room and as items of their
+// own past it. Every child's references are read and checked before
 // anything changes.
 func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tree, error) {
 	rt, err := t.checkNewTree(id)
@@ -48,7 +48,7 @@ func (t *Txn) SnapshotTree(src, id disk.ObjectID, item disk.RootItem) (*ctree.Tr
 	}
 	if !srcNode.IsLeaf() {
 		for i := range srcNode.NumItems() {
-			if _, err := t.treeBlockRefItem(srcNode.KeyPtr(i).BlockPtr, srcNode.Level()-1); err != nil {
+			if _, err := t.treeBlockExtent(srcNode.KeyPtr(i).BlockPtr, srcNode.Level()-1); err != nil {
 				return nil, err
 			}
 		}
@@ -110,59 +110,112 @@ func (t *Txn) refRootChildren(n disk.Node, id disk.ObjectID) error {
 	})
 }
 
-// treeBlockRefItem returns the extent item of the tree block at a (of
-// level) as the commit will leave it (treeBlockExtent) and checks that
-// SnapshotTree can add to it: every reference inline, and room for one
-// more. How the block names its own children (FULL_BACKREF or not) does
-// not matter: the snapshot's keyed reference is to the block itself.
-func (t *Txn) treeBlockRefItem(a disk.LogicalAddr, level int) (*disk.ExtentItem, error) {
-	_, it, err := t.treeBlockExtent(a, level)
+// extentOfBlock finds and decodes what the extent tree holds for the
+// committed tree block at a (of level): a skinny METADATA_ITEM, or an
+// EXTENT_ITEM with a tree block info on filesystems without skinny
+// metadata, and the references kept as items of their own after it.
+// Pending reference changes are not in it (treeBlockExtent adds them).
+func (t *Txn) extentOfBlock(a disk.LogicalAddr, level int) (*treeExtent, error) {
+	et, err := t.Tree(disk.ExtentTreeObjectID)
 	if err != nil {
 		return nil, err
 	}
-	if !inlineOnly(it) || len(it.InlineRefs) >= maxInlineTreeRefs {
-		return nil, fmt.Errorf("%w: snapshot of a subvolume whose tree blocks have references held as items of their own, or many (block %d: %d references)",
-			ErrUnsupported, a, it.Refs)
-	}
-	return it, nil
-}
-
-// extentItemOfBlock finds and decodes the committed extent item of the
-// tree block at a (of level): a skinny METADATA_ITEM, or an EXTENT_ITEM
-// with a tree block info on filesystems without skinny metadata. Pending
-// reference changes are not in it (treeBlockExtent adds them).
-func (t *Txn) extentItemOfBlock(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
-	et, err := t.Tree(disk.ExtentTreeObjectID)
+	x, err := t.readTreeExtent(et, a)
 	if err != nil {
-		return disk.Key{}, nil, err
+		return nil, err
 	}
-	key := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: uint64(level)}
+	want := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.MetadataItemKey, Offset: uint64(level)}
 	if t.fs.sb.IncompatFlags&disk.IncompatSkinnyMetadata == 0 {
-		key.Type, key.Offset = disk.ExtentItemKey, uint64(t.fs.sb.NodeSize)
+		want.Type, want.Offset = disk.ExtentItemKey, uint64(t.fs.sb.NodeSize)
 	}
-	data, found, err := et.Lookup(t.tx, key)
-	if err != nil {
-		return disk.Key{}, nil, err
+	if x == nil || x.key != want {
+		return nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &want, What: "tree block without extent item"}
 	}
-	if !found {
-		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "tree block without extent item"}
-	}
-	var it disk.ExtentItem
-	if err := it.DecodeAs(key.Type, data); err != nil {
-		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "extent item", Err: err}
-	}
-	if it.Flags&disk.ExtentFlagTreeBlock == 0 {
-		return disk.Key{}, nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &key, What: "tree block's extent item without TREE_BLOCK flag"}
-	}
-	return key, &it, nil
+	return x, nil
 }
 
-// addTreeBlockRef records the inline TREE_BLOCK_REF of root on the tree
+// readTreeExtent reads the extent item of the tree block at a (either
+// form) and its references kept as items of their own; nil when there is
+// no extent item at a. The references must be tree-block ones, each once,
+// as many as the item counts.
+func (t *Txn) readTreeExtent(et *ctree.Tree, a disk.LogicalAddr) (*treeExtent, error) {
+	var x *treeExtent
+	var derr error
+	start := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.ExtentItemKey}
+	end := disk.Key{ObjectID: disk.ObjectID(a), Type: disk.SharedBlockRefKey, Offset: ^uint64(0)}
+	err := et.Range(t.tx, start, end, func(k disk.Key, data []byte) (bool, error) {
+		bad := func(what string, err error) (bool, error) {
+			kk := k
+			derr = &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &kk, What: what, Err: err}
+			return false, nil
+		}
+		switch k.Type {
+		case disk.ExtentItemKey, disk.MetadataItemKey:
+			if x != nil {
+				return bad("second extent item of a tree block", nil)
+			}
+			var it disk.ExtentItem
+			if err := it.DecodeAs(k.Type, data); err != nil {
+				return bad("extent item", err)
+			}
+			if it.Flags&disk.ExtentFlagTreeBlock == 0 {
+				return bad("tree block's extent item without TREE_BLOCK flag", nil)
+			}
+			for _, r := range it.InlineRefs {
+				if r.Type != disk.TreeBlockRefKey && r.Type != disk.SharedBlockRefKey {
+					return bad(fmt.Sprintf("tree block's extent item with a %v reference", r.Type), nil)
+				}
+			}
+			x = &treeExtent{key: k, item: &it}
+		case disk.TreeBlockRefKey, disk.SharedBlockRefKey:
+			if x == nil {
+				return bad("tree block reference item without extent item", nil)
+			}
+			if len(data) != 0 {
+				return bad(fmt.Sprintf("%v item of %d bytes", k.Type, len(data)), nil)
+			}
+			x.keyed = append(x.keyed, treeRef{k.Type, k.Offset})
+		default:
+			if x != nil {
+				return bad(fmt.Sprintf("%v item after a tree block's extent item", k.Type), nil)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	if x == nil {
+		return nil, nil
+	}
+	seen := map[treeRef]bool{}
+	for _, r := range x.item.InlineRefs {
+		seen[treeRef{r.Type, r.Offset}] = true
+	}
+	for _, r := range x.keyed {
+		seen[r] = true
+	}
+	if n := len(x.item.InlineRefs) + len(x.keyed); len(seen) != n || uint64(n) != x.item.Refs {
+		k := x.key
+		return nil, &disk.CorruptError{Logical: a, Tree: disk.ExtentTreeObjectID, Key: &k,
+			What: fmt.Sprintf("tree block counts %d references but has %d inline and %d items (%d different)", x.item.Refs, len(x.item.InlineRefs), len(x.keyed), len(seen))}
+	}
+	return x, nil
+}
+
+// addTreeBlockRef records the TREE_BLOCK_REF of root on the tree
 // block at a, for the commit to add (treerefs.go), after checking the
 // block takes one.
 func (t *Txn) addTreeBlockRef(a disk.LogicalAddr, level int, root disk.ObjectID) error {
-	if _, err := t.treeBlockRefItem(a, level); err != nil {
+	x, err := t.treeBlockExtent(a, level)
+	if err != nil {
 		return err
+	}
+	if x.has(treeRef{disk.TreeBlockRefKey, uint64(root)}) {
+		return disk.Corruptf("tree block %d already has a reference keyed by new tree %d", a, root)
 	}
 	t.addTreeRef(a, level, treeRef{disk.TreeBlockRefKey, uint64(root)}, 1)
 	return nil

@@ -69,18 +69,52 @@ func (t *Txn) setTreeFlags(a disk.LogicalAddr, level int, flags disk.ExtentFlags
 	t.changes++
 }
 
-// maxInlineTreeRefs bounds the inline references one tree block's extent
-// item may hold here; past it the kernel keeps references as items of
-// their own, which this package does not write.
-const maxInlineTreeRefs = 32
+// treeExtent is what the extent tree holds for one tree block: its
+// extent item, whose inline references come first, and the references
+// kept as items of their own past the room in the item
+// ((bytenr, TREE_BLOCK_REF, root) and (bytenr, SHARED_BLOCK_REF,
+// parent), with empty bodies). item.Refs counts both.
+type treeExtent struct {
+	key   disk.Key // the extent item's key; zero for a block made in this transaction
+	item  *disk.ExtentItem
+	keyed []treeRef
+}
 
-// applyTreeRefDelta returns it changed by d. References not found inline
-// cannot be removed (the kernel keeps references as items of their own
-// past the inline room; this package does not write or edit those).
-func applyTreeRefDelta(a disk.LogicalAddr, it *disk.ExtentItem, d *treeRefDelta) error {
+// has reports whether the block holds reference r, inline or as an item.
+func (x *treeExtent) has(r treeRef) bool {
+	return slices.ContainsFunc(x.item.InlineRefs, func(ir disk.InlineRef) bool { return ir.Type == r.typ && ir.Offset == r.off }) ||
+		slices.Contains(x.keyed, r)
+}
+
+// full reports whether the block names its children by its address.
+func (x *treeExtent) full() bool { return x.item.Flags&disk.ExtentFlagFullBackref != 0 }
+
+// clone returns a copy x can be changed through without changing x.
+func (x *treeExtent) clone() *treeExtent {
+	it := *x.item
+	it.InlineRefs = slices.Clone(x.item.InlineRefs)
+	return &treeExtent{key: x.key, item: &it, keyed: slices.Clone(x.keyed)}
+}
+
+// maxInlineTreeItem is the size a tree block's extent item stays below:
+// a reference that would take it to this size or past it is added as an
+// item of its own. It is the kernel's room for an extent item, a
+// sixteenth of a leaf's data area less an item header (224 bytes with 4
+// KiB nodes: 22 references in a skinny METADATA_ITEM; 992 with 16 KiB:
+// 107), btrfs-format.md §5.9.
+func (t *Txn) maxInlineTreeItem() int {
+	return disk.LeafDataSize(int(t.fs.sb.NodeSize))/16 - disk.ItemSize
+}
+
+// applyTreeRefDelta changes x by d: a reference that goes is removed
+// where it is (inline or its item of its own), one that comes is added
+// inline while the extent item stays below maxItem bytes, else as an
+// item of its own.
+func applyTreeRefDelta(a disk.LogicalAddr, x *treeExtent, d *treeRefDelta, maxItem int) error {
 	if d == nil {
 		return nil
 	}
+	it := x.item
 	it.Flags |= d.setFlags
 	// Removals first, then additions, each in a fixed order so the
 	// result does not depend on map order.
@@ -88,45 +122,52 @@ func applyTreeRefDelta(a disk.LogicalAddr, it *disk.ExtentItem, d *treeRefDelta)
 	for r := range d.refs {
 		rs = append(rs, r)
 	}
-	slices.SortFunc(rs, func(x, y treeRef) int {
-		return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.off, y.off))
-	})
+	slices.SortFunc(rs, compareTreeRefs)
 	for _, r := range rs {
 		for n := d.refs[r]; n < 0; n++ {
-			at := slices.IndexFunc(it.InlineRefs, func(ir disk.InlineRef) bool { return ir.Type == r.typ && ir.Offset == r.off })
-			if at < 0 || it.Refs == 0 {
-				return fmt.Errorf("%w: tree block %d: no inline %v reference %d to drop (references held as items of their own are not written here)",
-					ErrUnsupported, a, r.typ, r.off)
+			if it.Refs == 0 {
+				return fmt.Errorf("%w: tree block %d: %v reference %d to drop, but no references counted", disk.ErrCorrupt, a, r.typ, r.off)
 			}
-			it.InlineRefs = slices.Delete(it.InlineRefs, at, at+1)
+			if at := slices.IndexFunc(it.InlineRefs, func(ir disk.InlineRef) bool { return ir.Type == r.typ && ir.Offset == r.off }); at >= 0 {
+				it.InlineRefs = slices.Delete(it.InlineRefs, at, at+1)
+			} else if at := slices.Index(x.keyed, r); at >= 0 {
+				x.keyed = slices.Delete(x.keyed, at, at+1)
+			} else {
+				return fmt.Errorf("%w: tree block %d: no %v reference %d to drop, inline or as an item", disk.ErrCorrupt, a, r.typ, r.off)
+			}
 			it.Refs--
 		}
 	}
 	for _, r := range rs {
 		for n := d.refs[r]; n > 0; n-- {
-			if slices.ContainsFunc(it.InlineRefs, func(ir disk.InlineRef) bool { return ir.Type == r.typ && ir.Offset == r.off }) {
+			if x.has(r) {
 				return fmt.Errorf("txn: tree block %d: %v reference %d added twice", a, r.typ, r.off)
 			}
-			it.InlineRefs = append(it.InlineRefs, disk.InlineRef{Type: r.typ, Offset: r.off})
+			if it.Size()+disk.InlineRefSize(r.typ) < maxItem {
+				it.InlineRefs = append(it.InlineRefs, disk.InlineRef{Type: r.typ, Offset: r.off})
+			} else {
+				x.keyed = append(x.keyed, r)
+			}
 			it.Refs++
 		}
 	}
 	// The kernel keeps inline references by type, then descending
-	// root or parent.
+	// root or parent; the items sort by key.
 	disk.SortInlineRefs(it.InlineRefs)
-	if len(it.InlineRefs) > maxInlineTreeRefs {
-		return fmt.Errorf("%w: tree block %d would have %d references, more than this package keeps inline",
-			ErrUnsupported, a, len(it.InlineRefs))
-	}
+	slices.SortFunc(x.keyed, compareTreeRefs)
 	return nil
 }
 
-// treeBlockExtent returns the extent item of the tree block at a (of
-// level) as the commit will leave it: the committed item with the
-// pending changes applied. A block made in this transaction has no item
-// yet: it counts one reference, its owner's. key is the item's key (zero
-// for a new block).
-func (t *Txn) treeBlockExtent(a disk.LogicalAddr, level int) (disk.Key, *disk.ExtentItem, error) {
+// compareTreeRefs orders references as their items' keys sort.
+func compareTreeRefs(x, y treeRef) int {
+	return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.off, y.off))
+}
+
+// treeBlockExtent returns what the extent tree will hold for the tree
+// block at a (of level) when the commit has applied the pending changes.
+// A block made in this transaction has no item yet: it counts one
+// reference, its owner's.
+func (t *Txn) treeBlockExtent(a disk.LogicalAddr, level int) (*treeExtent, error) {
 	t.mu.Lock()
 	info, fresh := t.live[a]
 	var d *treeRefDelta
@@ -134,33 +175,20 @@ func (t *Txn) treeBlockExtent(a disk.LogicalAddr, level int) (disk.Key, *disk.Ex
 		d = &treeRefDelta{level: x.level, refs: maps.Clone(x.refs), setFlags: x.setFlags}
 	}
 	t.mu.Unlock()
-	var key disk.Key
-	var it *disk.ExtentItem
+	var x *treeExtent
 	if fresh {
-		it = &disk.ExtentItem{Refs: 1, Generation: t.gen, Flags: disk.ExtentFlagTreeBlock,
-			InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(info.owner)}}}
+		x = &treeExtent{item: &disk.ExtentItem{Refs: 1, Generation: t.gen, Flags: disk.ExtentFlagTreeBlock,
+			InlineRefs: []disk.InlineRef{{Type: disk.TreeBlockRefKey, Offset: uint64(info.owner)}}}}
 	} else {
 		var err error
-		key, it, err = t.extentItemOfBlock(a, level)
-		if err != nil {
-			return disk.Key{}, nil, err
+		if x, err = t.extentOfBlock(a, level); err != nil {
+			return nil, err
 		}
 	}
-	if err := applyTreeRefDelta(a, it, d); err != nil {
-		return disk.Key{}, nil, err
+	if err := applyTreeRefDelta(a, x, d, t.maxInlineTreeItem()); err != nil {
+		return nil, err
 	}
-	return key, it, nil
-}
-
-// inlineOnly reports whether every reference of a tree block's extent
-// item is inline, so that the pending changes can be applied to it.
-func inlineOnly(it *disk.ExtentItem) bool {
-	return it.Refs == uint64(len(it.InlineRefs))
-}
-
-// hasRef reports whether it holds reference r inline.
-func hasRef(it *disk.ExtentItem, r treeRef) bool {
-	return slices.ContainsFunc(it.InlineRefs, func(ir disk.InlineRef) bool { return ir.Type == r.typ && ir.Offset == r.off })
+	return x, nil
 }
 
 // settleTreeRefs applies the pending tree-block reference changes to the
@@ -188,18 +216,28 @@ func (t *Txn) settleTreeRefs(et *ctree.Tree) error {
 			// the old block's, which are committed.
 			return fmt.Errorf("txn: reference change on tree block %d made in this transaction", a)
 		}
-		key, it, err := t.extentItemOfBlock(a, d.level)
+		x, err := t.extentOfBlock(a, d.level)
 		if err != nil {
 			return err
 		}
-		if err := applyTreeRefDelta(a, it, d); err != nil {
+		before := slices.Clone(x.keyed)
+		if err := applyTreeRefDelta(a, x, d, t.maxInlineTreeItem()); err != nil {
 			return err
 		}
-		if it.Refs == 0 {
-			if len(it.InlineRefs) != 0 {
-				return disk.Corruptf("tree block %d: no references counted but %d inline", a, len(it.InlineRefs))
+		it := x.item
+		for _, r := range before {
+			if !slices.Contains(x.keyed, r) {
+				k := disk.Key{ObjectID: disk.ObjectID(a), Type: r.typ, Offset: r.off}
+				if _, err := et.DeleteItem(t.tx, k); err != nil {
+					return fmt.Errorf("delete %v of block %d: %w", k, a, err)
+				}
 			}
-			if _, err := et.DeleteItem(t.tx, key); err != nil {
+		}
+		if it.Refs == 0 {
+			if len(it.InlineRefs) != 0 || len(x.keyed) != 0 {
+				return disk.Corruptf("tree block %d: no references counted but %d inline and %d items", a, len(it.InlineRefs), len(x.keyed))
+			}
+			if _, err := et.DeleteItem(t.tx, x.key); err != nil {
 				return fmt.Errorf("delete extent item of block %d: %w", a, err)
 			}
 			t.freeCommitted(a)
@@ -207,11 +245,19 @@ func (t *Txn) settleTreeRefs(et *ctree.Tree) error {
 		}
 		buf := make([]byte, it.Size())
 		it.Encode(buf)
-		if _, err := et.DeleteItem(t.tx, key); err != nil {
+		if _, err := et.DeleteItem(t.tx, x.key); err != nil {
 			return fmt.Errorf("extent item of block %d: %w", a, err)
 		}
-		if err := et.InsertItem(t.tx, key, buf); err != nil {
+		if err := et.InsertItem(t.tx, x.key, buf); err != nil {
 			return fmt.Errorf("extent item of block %d: %w", a, err)
+		}
+		for _, r := range x.keyed {
+			if !slices.Contains(before, r) {
+				k := disk.Key{ObjectID: disk.ObjectID(a), Type: r.typ, Offset: r.off}
+				if err := et.InsertItem(t.tx, k, nil); err != nil {
+					return fmt.Errorf("insert %v of block %d: %w", k, a, err)
+				}
+			}
 		}
 	}
 	return nil
