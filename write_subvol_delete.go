@@ -292,6 +292,16 @@ func (fsys *FS) finishDrops() error {
 				plans = append(plans, plan)
 			}
 			for i, plan := range plans {
+				if i > 0 && plan.Shared() {
+					// Planned before the drops ahead of it took their
+					// references away: a block it shares with one of
+					// them may be its own now. Planned again; the
+					// first pass above already refused what it could.
+					var err error
+					if plan, err = c.t.PlanDrop(dead[i]); err != nil {
+						return true, fmt.Errorf("deleted subvolume %d: %w", dead[i], err)
+					}
+				}
 				if _, err := c.t.Drop(plan); err != nil {
 					return true, err
 				}
