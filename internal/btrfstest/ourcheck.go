@@ -1,15 +1,18 @@
 package btrfstest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // OurCheckEnv names the environment variable that controls whether Check
@@ -59,10 +62,11 @@ func ourCheckBinary(tb testing.TB) string {
 			ourCheck.err = fmt.Errorf("go build ./cmd/gobtrfs: %v\n%s", err, out)
 			return
 		}
-		// One name for all processes: each builds once and renames over it
-		// (a running copy keeps its file), so the cache holds one binary.
-		ourCheck.path = filepath.Join(dir, "gobtrfs-check")
-		ourCheck.err = os.Rename(tmp.Name(), ourCheck.path)
+		// Named by its contents: processes testing the same code share
+		// one file, and a process testing other code (another checkout
+		// or worktree) never replaces the binary this one runs. Copies
+		// unused for a day are removed.
+		ourCheck.path, ourCheck.err = keepByHash(dir, tmp.Name())
 	})
 	if ourCheck.err != nil {
 		tb.Fatalf("building gobtrfs for %s: %v", OurCheckEnv, ourCheck.err)
@@ -119,4 +123,35 @@ func checkOurs(tb testing.TB, devs []string, dataCsum, force, writeHole bool) {
 	if len(bad) > 0 {
 		tb.Fatalf("gobtrfs check finds problems btrfs check does not:\n%s", strings.Join(bad, "\n"))
 	}
+}
+
+// keepByHash renames the file at tmp into dir as gobtrfs-check-HASH (HASH
+// from its contents), or removes it when that file exists, and removes
+// other gobtrfs-check-* files not touched for a day.
+func keepByHash(dir, tmp string) (string, error) {
+	f, err := os.Open(tmp)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("gobtrfs-check-%x", h.Sum(nil)[:8]))
+	now := time.Now()
+	if _, err := os.Stat(path); err == nil {
+		os.Remove(tmp)
+		os.Chtimes(path, now, now) // kept from the pruning below
+	} else if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "gobtrfs-check*"))
+	for _, o := range old {
+		if fi, err := os.Stat(o); err == nil && o != path && now.Sub(fi.ModTime()) > 24*time.Hour {
+			os.Remove(o)
+		}
+	}
+	return path, nil
 }
