@@ -24,14 +24,37 @@ import (
 // As the kernel: the default subvolume is EPERM, a subvolume holding
 // other subvolumes ENOTEMPTY, a name that is not a subvolume EINVAL (or
 // ENOTDIR; the placeholder a snapshot shows for a subvolume nested in
-// its source is EINVAL too). A subvolume whose tree blocks have
-// references held as items of their own (the kernel's, after many
-// snapshots), or one the kernel has begun to drop, is refused with
-// ErrUnsupported; nothing changes. A subvolume changed in the running
+// its source is EINVAL too). A subvolume changed in the running
 // transaction is committed first (its new blocks have no extent items
-// until the commit).
+// until the commit). DeleteSubvolumeWith can leave the drop to a
+// cleaner instead, as the kernel does.
 func (fsys *FS) DeleteSubvolume(name string) error {
-	return fsys.retryTreeChanged(func() error { return fsys.deleteSubvolumeOnce(name) })
+	return fsys.DeleteSubvolumeWith(name, nil)
+}
+
+// DeleteSubvolumeOptions tune DeleteSubvolumeWith. The zero value is
+// DeleteSubvolume's: the tree is dropped in the same transaction.
+type DeleteSubvolumeOptions struct {
+	// DeferDrop leaves the tree to be dropped later, as the kernel's
+	// subvolume deletion leaves it to its cleaner: the name, ROOT_REF,
+	// ROOT_BACKREF and UUID entries go, the ROOT_ITEM stays with refs 0
+	// and an ORPHAN_ITEM marks it (drop_progress zero: not begun). The
+	// kernel's cleaner drops it at its next read-write mount, and so
+	// does the next OpenWritable, before anything else; until then its
+	// space stays used. The deletion costs the same whatever the
+	// subvolume's size, and a subvolume changed in the running
+	// transaction needs no commit first.
+	DeferDrop bool
+}
+
+// DeleteSubvolumeWith is DeleteSubvolume with options; nil opts are the
+// zero value.
+func (fsys *FS) DeleteSubvolumeWith(name string, opts *DeleteSubvolumeOptions) error {
+	var o DeleteSubvolumeOptions
+	if opts != nil {
+		o = *opts
+	}
+	return fsys.retryTreeChanged(func() error { return fsys.deleteSubvolumeOnce(name, o.DeferDrop) })
 }
 
 // retryTreeChanged runs change, one that drops subvolume trees, and again
@@ -50,7 +73,7 @@ func (fsys *FS) retryTreeChanged(change func() error) error {
 	}
 }
 
-func (fsys *FS) deleteSubvolumeOnce(name string) error {
+func (fsys *FS) deleteSubvolumeOnce(name string, deferDrop bool) error {
 	return fsys.change("subvolume delete", name, func(c *wctx) (bool, error) {
 		if name == "." {
 			return false, syscall.EBUSY
@@ -85,8 +108,43 @@ func (fsys *FS) deleteSubvolumeOnce(name string) error {
 		if err := c.checkDeletable(l.id); err != nil {
 			return false, err
 		}
+		if deferDrop {
+			return c.orphanSubvol(parent, base, l)
+		}
 		return c.deleteSubvol(parent, base, l)
 	})
+}
+
+// orphanSubvol is deleteSubvol leaving the tree for a cleaner
+// (DeleteSubvolumeOptions.DeferDrop): UUID entries, link and refs go,
+// the ROOT_ITEM gets refs 0 and an orphan item (txn.OrphanTree).
+func (c *wctx) orphanSubvol(parent *winode, base string, l *subvolLink) (bool, error) {
+	if err := c.checkDirSize(parent, base); err != nil {
+		return false, err
+	}
+	ri, err := c.t.RootItem(l.id)
+	if err != nil {
+		return false, err
+	}
+	c.cache.mu.Lock()
+	clear(c.cache.dirs)
+	c.cache.mu.Unlock()
+	if err := c.removeUUID(ri.UUID, disk.UUIDKeySubvol, l.id); err != nil {
+		return true, err
+	}
+	if ri.ReceivedUUID != (disk.UUID{}) {
+		if err := c.removeUUID(ri.ReceivedUUID, disk.UUIDKeyReceivedSubvol, l.id); err != nil {
+			return true, err
+		}
+	}
+	if err := c.t.OrphanTree(l.id); err != nil {
+		return true, err
+	}
+	if err := c.dropSubvolName(parent, base, l); err != nil {
+		return true, err
+	}
+	c.touch(parent, c.now(), true)
+	return true, c.putInode(parent)
 }
 
 // deleteSubvol deletes subvolume l, linked as base in parent (c.tr is

@@ -160,3 +160,130 @@ func sharingDeadImage(t *testing.T) (img string, ids map[string]uint64, ok bool)
 	btrfstest.Check(t, []string{img}, true)
 	return img, ids, true
 }
+
+// TestDeferredDeleteInterop: DeleteSubvolumeWith(DeferDrop) leaves the
+// tree as the kernel's deletion does (ROOT_ITEM refs 0, an ORPHAN_ITEM,
+// the tree untouched): btrfs check 6.2 and 6.19 accept the image, the
+// kernel's cleaner drops it at a read-write mount, and our next writable
+// open drops it too, leaving the same data extents as the kernel's
+// cleaner. One deferred tree shares blocks with a read-only snapshot of
+// it that outlives it, another is a subvolume of its own.
+func TestDeferredDeleteInterop(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := filepath.Join(t.TempDir(), "fs.img")
+	if err := mkfs.Format(img, mkfs.Options{Size: 512 << 20, NodeSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]uint64{}
+	for _, sv := range []string{"sv", "alone"} {
+		id, err := w.CreateSubvolume(sv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[sv] = id
+		for i := range 1500 {
+			data := []byte(strings.Repeat(fmt.Sprint(i), 1+i%20))
+			if i%100 == 0 {
+				data = []byte(strings.Repeat(fmt.Sprintf("extent %d|", i), 800))
+			}
+			if err := w.WriteFile(fmt.Sprintf("%s/f%d", sv, i), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := w.Snapshot("sv", "snap", &btrfs.SnapshotOptions{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1500; i += 50 { // sv's own blocks beside the shared ones
+		if err := w.WriteFile(fmt.Sprintf("sv/f%d", i), []byte("changed"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sv := range []string{"sv", "alone"} {
+		if err := w.DeleteSubvolumeWith(sv, &btrfs.DeleteSubvolumeOptions{DeferDrop: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Stat(sv); err == nil {
+			t.Errorf("%s still shows after its deletion", sv)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	root := dumpTree(t, img, "root")
+	for _, sv := range []string{"sv", "alone"} {
+		item := rootItemText(root, ids[sv])
+		if !strings.Contains(item, "refs 0") || !strings.Contains(root, fmt.Sprintf("ORPHAN_ITEM %d)", ids[sv])) {
+			t.Fatalf("%s: not left for the cleaner:\n%s", sv, item)
+		}
+	}
+	btrfstest.Check(t, []string{img}, true)
+	btrfstest.CheckNewer(t, img, true)
+	r, err := btrfs.Open(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs, err := r.Subvolumes()
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range subs {
+		if s.ID == ids["sv"] || s.ID == ids["alone"] {
+			t.Errorf("the reader lists deleted subvolume %d", s.ID)
+		}
+	}
+
+	// The kernel's cleaner on a copy.
+	kimg := filepath.Join(t.TempDir(), "kernel.img")
+	if out, err := exec.Command("cp", "--sparse=always", img, kimg).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	kmnt := btrfstest.Mount(t, "", kimg)
+	for _, args := range [][]string{{"filesystem", "sync", kmnt}, {"subvolume", "sync", kmnt}} {
+		if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
+			t.Fatalf("btrfs %v: %v\n%s", args, err, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(kmnt, "snap/f50")); err != nil || string(b) != strings.Repeat("50", 11) {
+		t.Errorf("kernel: snap/f50 = %q, %v", b, err)
+	}
+	btrfstest.Unmount(t, kmnt)
+	btrfstest.Check(t, []string{kimg}, true)
+	kroot := dumpTree(t, kimg, "root")
+	for _, sv := range []string{"sv", "alone"} {
+		if item := rootItemText(kroot, ids[sv]); item != "" {
+			t.Errorf("the kernel's cleaner left %s:\n%s", sv, item)
+		}
+	}
+
+	// Ours.
+	w, err = btrfs.OpenWritable(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+	root = dumpTree(t, img, "root")
+	for _, sv := range []string{"sv", "alone"} {
+		if item := rootItemText(root, ids[sv]); item != "" {
+			t.Errorf("our open left %s:\n%s", sv, item)
+		}
+	}
+	ours, kernel := dataExtents(t, img), dataExtents(t, kimg)
+	if !slices.Equal(ours, kernel) {
+		t.Errorf("data extents left: ours %d, the kernel's %d; only ours %v, only the kernel's %v",
+			len(ours), len(kernel), minus(ours, kernel), minus(kernel, ours))
+	}
+	dir := btrfstest.Mount(t, "ro", img)
+	if b, err := os.ReadFile(filepath.Join(dir, "snap/f50")); err != nil || string(b) != strings.Repeat("50", 11) {
+		t.Errorf("after our drop: snap/f50 = %q, %v", b, err)
+	}
+	btrfstest.Unmount(t, dir)
+}

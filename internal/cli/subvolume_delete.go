@@ -13,6 +13,7 @@ func newSubvolumeDeleteCommand() *cobra.Command {
 		devices                []string
 		subvolID               uint64
 		commitAfter, commitEac bool
+		deferDrop              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "delete [-c|-C] IMAGE:PATH... | delete -i ID IMAGE",
@@ -26,11 +27,17 @@ on, so its snapshots outlive it). It prints "Delete subvolume (commit): 'IMAGE:P
 gobtrfs always commits before it exits (-c and -C are accepted). All PATHs
 must be in one image; they go in one transaction (none on any error).
 
+With --defer-drop the tree is left for a cleaner, as the kernel's own
+deletion leaves it: the name, refs and UUID entries go, the tree stays
+with refs 0 and an orphan item, and the kernel's cleaner drops it at the
+next read-write mount (gobtrfs's next writable open does too). The
+command then costs the same whatever the subvolume's size.
+
 Refused as by the kernel: the default subvolume, one holding other
-subvolumes, a path that is not a subvolume. Not yet: one the kernel has
-begun to drop (exit 1, nothing written).`,
+subvolumes, a path that is not a subvolume (exit 1, nothing written).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := &btrfs.DeleteSubvolumeOptions{DeferDrop: deferDrop}
 			return withWritable(cmd, args[0], devices, func(fsys *btrfs.FS, image string) error {
 				if cmd.Flags().Changed("subvolid") {
 					if len(args) != 1 {
@@ -41,7 +48,7 @@ begun to drop (exit 1, nothing written).`,
 					if err != nil {
 						return err
 					}
-					if err := fsys.DeleteSubvolume(p); err != nil {
+					if err := fsys.DeleteSubvolumeWith(p, opts); err != nil {
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "Delete subvolume (commit): '%s:/%s'\n", img, p)
@@ -55,7 +62,7 @@ begun to drop (exit 1, nothing written).`,
 					if img != image {
 						return usagef("%s: every path must be in the same image (%s)", a, image)
 					}
-					if err := fsys.DeleteSubvolume(p); err != nil {
+					if err := fsys.DeleteSubvolumeWith(p, opts); err != nil {
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "Delete subvolume (commit): '%s'\n", a)
@@ -66,6 +73,7 @@ begun to drop (exit 1, nothing written).`,
 	}
 	f := cmd.Flags()
 	f.Uint64VarP(&subvolID, "subvolid", "i", 0, "delete the subvolume with this id (name only the image)")
+	f.BoolVar(&deferDrop, "defer-drop", false, "leave the tree for the kernel's cleaner (or the next writable open), as the kernel's deletion does")
 	f.BoolVarP(&commitAfter, "commit-after", "c", false, "accepted: gobtrfs always commits before it exits")
 	f.BoolVarP(&commitEac, "commit-each", "C", false, "accepted: gobtrfs always commits before it exits")
 	f.StringArrayVar(&devices, "device", nil, "another device of a multi-device filesystem (repeatable)")

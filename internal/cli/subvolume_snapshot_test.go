@@ -75,9 +75,17 @@ func TestSubvolumeDelete(t *testing.T) {
 	if out := ok(t, "subvolume", "delete", "-i", "258", img); out != "Delete subvolume (commit): '"+img+":/sv/nested'\n" {
 		t.Errorf("delete -i printed %q", out)
 	}
+	ok(t, "subvolume", "snapshot", img+":/other", img+":/later")
+	if out := ok(t, "subvolume", "delete", "--defer-drop", img+":/later"); out != "Delete subvolume (commit): '"+img+":/later'\n" {
+		t.Errorf("delete --defer-drop printed %q", out)
+	}
+	// Left for the cleaner: the ROOT_ITEM with refs 0, an orphan item.
+	if out := progs(t, "btrfs", "inspect-internal", "dump-tree", "-t", "root", img); !strings.Contains(out, "ORPHAN ORPHAN_ITEM ") {
+		t.Errorf("--defer-drop left no orphan item:\n%s", out)
+	}
 	btrfstest.Check(t, []string{img}, true)
 	mnt := btrfstest.Mount(t, "ro,subvolid=5", img)
-	if out := progs(t, "btrfs", "subvolume", "list", mnt); strings.Contains(out, "snap") || strings.Contains(out, "nested") || !strings.Contains(out, "path other") {
+	if out := progs(t, "btrfs", "subvolume", "list", mnt); strings.Contains(out, "snap") || strings.Contains(out, "nested") || strings.Contains(out, "later") || !strings.Contains(out, "path other") {
 		t.Errorf("the kernel still lists deleted subvolumes:\n%s", out)
 	}
 }

@@ -186,6 +186,38 @@ func (t *Txn) planRest(p *DropPlan, e disk.Expect, via treeRef, progress disk.Ke
 	return nil
 }
 
+// OrphanTree marks subvolume tree id deleted but not dropped, as the
+// kernel's subvolume deletion leaves a tree for its cleaner: its
+// ROOT_ITEM gets refs 0 (drop_progress stays as it is, zero: not begun)
+// and the root tree an ORPHAN_ITEM (ORPHAN, ORPHAN_ITEM, id) with no
+// body. The tree and its references are not touched; the kernel's
+// cleaner drops it at a read-write mount, and FS.DeadTrees names it at
+// the next open. The caller removes the subvolume's links and UUID
+// entries.
+func (t *Txn) OrphanTree(id disk.ObjectID) error {
+	rt, err := t.Tree(disk.RootTreeObjectID)
+	if err != nil {
+		return err
+	}
+	_, key, err := t.lookupRootItem(rt, id)
+	if err != nil {
+		return err
+	}
+	err = rt.UpdateItem(t.tx, key, func(b []byte) error {
+		var ri disk.RootItem
+		if err := ri.Decode(b); err != nil {
+			return err
+		}
+		ri.Refs = 0
+		ri.Encode(b)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return rt.InsertItem(t.tx, disk.Key{ObjectID: disk.OrphanObjectID, Type: disk.OrphanItemKey, Offset: uint64(id)}, nil)
+}
+
 // DeleteOrphanRoot deletes the ORPHAN_ITEM the kernel keeps in the root
 // tree for subvolume id while its deleted tree is being dropped; it is
 // not an error when there is none.
