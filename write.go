@@ -85,17 +85,20 @@ type writer struct {
 	// The published views of the read side (read_view.go): pub is the
 	// current one; views, epoch and liveBuf are protected by mu, or by
 	// pubMu with mu held shared (a read that publishes, freshView). stale
-	// says pub is older than the running transaction; lastRead is when a
-	// read last took a view (UnixNano, kept to the millisecond). main is
-	// the FS OpenWritable returned, whose read side views copy.
-	pub      atomic.Pointer[readView]
-	views    []*readView
-	epoch    uint64
-	liveBuf  []uint64
-	pubMu    sync.Mutex
-	stale    atomic.Bool
-	lastRead atomic.Int64
-	main     *FS
+	// says pub is older than the running transaction; lastOverlap is when
+	// a read was last seen beside a run of changes (UnixNano, kept to the
+	// millisecond), readWindow how long that keeps runs publishing
+	// (readsOverlap). main is the FS OpenWritable returned, whose read
+	// side views copy.
+	pub         atomic.Pointer[readView]
+	views       []*readView
+	epoch       uint64
+	liveBuf     []uint64
+	pubMu       sync.Mutex
+	stale       atomic.Bool
+	lastOverlap atomic.Int64
+	readWindow  time.Duration
+	main        *FS
 	// Test hooks: midRun, when set, is called in the middle of each run
 	// of changes, lock held, after the changes ran and before the view
 	// is published; drainHook each time drainViews waits.
@@ -523,6 +526,7 @@ func (w *writer) combine(r *changeReq) {
 func (w *writer) runBatch(batch []*changeReq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.runStarting()
 	// The fsyncs of the batch are looked at after its changes: each was
 	// queued after the changes it must make durable had returned (in an
 	// earlier batch or earlier in this one), and logging a file's later
