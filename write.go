@@ -73,10 +73,14 @@ type writer struct {
 	maxInline int
 
 	// qmu protects queue and combining: the changes waiting for the
-	// combiner, and whether one is at work (change).
-	qmu       sync.Mutex
-	queue     []*changeReq
-	combining bool
+	// combiner, and whether one is at work (change); lastCompany, when a
+	// change last found one at work (UnixNano), and yields, how often a
+	// lone combiner yielded for the changes on their way (combine).
+	qmu         sync.Mutex
+	queue       []*changeReq
+	combining   bool
+	lastCompany int64
+	yields      int64
 
 	// prepared, when set (by tests), is called in each commit's critical
 	// section, after Prepare, with the commit's generation.
@@ -462,6 +466,10 @@ type changeReq struct {
 // (runParallel).
 func (q *changeReq) parallel() bool { return q.key != nil || q.resolve != nil }
 
+// companyWindow is how long after a change last found a combiner at work
+// a lone combiner still yields for the changes on their way (combine).
+const companyWindow = 100 * time.Millisecond
+
 // maxCombined bounds the changes one combiner runs under one hold of the
 // lock, so that commits and reads waiting for it get their turn.
 const maxCombined = 64
@@ -472,6 +480,7 @@ func (w *writer) combine(r *changeReq) {
 	w.queue = append(w.queue, r)
 	if w.combining {
 		r.wake = make(chan bool, 1)
+		w.lastCompany = time.Now().UnixNano()
 		w.qmu.Unlock()
 		if !<-r.wake {
 			return // run by the combiner
@@ -479,12 +488,20 @@ func (w *writer) combine(r *changeReq) {
 		// Handed the combiner's role, with r still queued.
 	} else {
 		w.combining = true
-		alone := len(w.queue) == 1
+		// Reads no longer hold the lock (read_view.go), so nothing
+		// else makes changes queue up behind a combiner: while changes
+		// come from several goroutines (one found a combiner at work
+		// lately), a lone one lets those already on their way join its
+		// batch. A caller making one change at a time (the FUSE mount
+		// under tar) has none on their way: yielding would only put it
+		// behind every other goroutine, and on a busy machine behind
+		// other processes, once per change.
+		yield := len(w.queue) == 1 && time.Now().UnixNano()-w.lastCompany < int64(companyWindow)
+		if yield {
+			w.yields++
+		}
 		w.qmu.Unlock()
-		if alone {
-			// Reads no longer hold the lock (read_view.go), so nothing
-			// else makes changes queue up behind a combiner: let the
-			// changes already on their way join this batch.
+		if yield {
 			runtime.Gosched()
 		}
 	}
