@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/gobtrfs/btrfs/internal/disk"
 )
 
 // Whence values for Seek beyond io.SeekStart/Current/End, as Linux lseek.
@@ -60,6 +62,19 @@ func newFile(owner, r *FS, name string, in *inode) *File {
 	return f
 }
 
+// notLoaded is the version of a fileState that holds only the inode's
+// numbers (newFileOf): no view has that version, so the first read loads
+// the inode.
+const notLoaded = ^uint64(0)
+
+// newFileOf returns the File of inode ino of subvolume sv of owner,
+// loaded at its first read.
+func newFileOf(owner *FS, name string, sv, ino disk.ObjectID) *File {
+	f := &File{fsys: owner, name: name}
+	f.st.Store(&fileState{ver: notLoaded, in: &inode{sv: &subvol{id: sv}, ino: ino}})
+	return f
+}
+
 // state returns the file's inode and extents as read r (FS.reader) sees
 // them, reloading them when they were loaded at another version: not
 // only an older one, since two reads of one File may hold views of
@@ -83,7 +98,7 @@ func (f *File) state(r *FS) (*fileState, error) {
 		return nil, fs.ErrNotExist
 	}
 	nst := &fileState{ver: ver, in: in}
-	if ver > st.ver {
+	if ver > st.ver || st.ver == notLoaded {
 		// Kept for the reads after it. A read of an older view (versions
 		// only grow) keeps its state to itself: it would make the reads
 		// of the newer views load theirs again.

@@ -149,24 +149,70 @@ func (fsys *FS) drainReads() {
 	fsys.ext.clear()
 }
 
-// readWindow is how long after a read the writer keeps publishing a view
-// at the end of every run of changes (runEnded).
+// readWindow is how long after a read was last seen beside a run of
+// changes (w.lastOverlap) the writer keeps publishing a view at the end of
+// every run (runEnded): writer.readWindow, which tests may set longer.
 const readWindow = 100 * time.Millisecond
 
+// readsOverlap reports whether reads are going on beside runs of changes:
+// one holds a view now, or one was seen beside a run in the last
+// readWindow (it waited for one in freshView, or held a view when one
+// started or ended). A view being held now counts as seen. w.mu held
+// exclusively.
+func (w *writer) readsOverlap() bool {
+	if len(w.views) > 1 || w.pub.Load().refs.Load() > 0 {
+		w.noteOverlap()
+		return true
+	}
+	return time.Now().UnixNano()-w.lastOverlap.Load() < int64(w.readWindow)
+}
+
+// noteOverlap records that a read was seen beside a run of changes, to
+// the millisecond.
+func (w *writer) noteOverlap() {
+	now := time.Now().UnixNano()
+	if now-w.lastOverlap.Load() > int64(time.Millisecond) {
+		w.lastOverlap.Store(now)
+	}
+}
+
+// runStarting is called at the start of each run of changes, w.mu held
+// exclusively, before any tree operation. Unless reads go on beside runs
+// (readsOverlap), it lets the current view go when no read holds it, so
+// the run copies nothing for it: reads that come between changes (a FUSE
+// lookup or open between a create and the next write: one caller doing
+// one thing at a time) publish their own view when they come (freshView),
+// which waits for nothing since no run is in progress then, and the run
+// after them pays no copy of the blocks it changes for a view that no
+// read will take again.
+func (w *writer) runStarting() {
+	if w.stale.Load() && len(w.views) == 0 {
+		return // let go already
+	}
+	if w.readsOverlap() {
+		return
+	}
+	w.letGo()
+}
+
 // runEnded is called at the end of each run of changes, w.mu held
-// exclusively, the read side showing the run's result. While reads are
-// going on (one holds a view, or took one in the last readWindow) it
-// publishes that
-// result, so reads keep finding a current view and never wait. Otherwise
-// it only marks the view stale and lets it go: the blocks the next runs
-// change are then copied for no one, and the first read that comes
-// publishes (freshView).
+// exclusively, the read side showing the run's result. While reads go on
+// beside runs (readsOverlap) it publishes that result, so reads keep
+// finding a current view and never wait. Otherwise it only marks the view
+// stale and lets it go: the blocks the next runs change are then copied
+// for no one, and the first read that comes publishes (freshView).
 func (w *writer) runEnded() {
-	if len(w.views) > 1 || w.pub.Load().refs.Load() > 0 ||
-		time.Now().UnixNano()-w.lastRead.Load() < int64(readWindow) {
+	if w.readsOverlap() {
 		w.main.publish()
 		return
 	}
+	w.letGo()
+}
+
+// letGo marks the current view stale and retires every view no read
+// holds, the current one too, so that nothing is kept for them. w.mu held
+// exclusively.
+func (w *writer) letGo() {
 	w.stale.Store(true)
 	w.retireViews()
 	if cur := w.pub.Load(); cur.refs.CompareAndSwap(0, retiredRefs) {
@@ -194,19 +240,10 @@ func (w *writer) trim() {
 	tb.tx.Trim(live)
 }
 
-// noteRead records that a read took a view, to the millisecond.
-func (w *writer) noteRead() {
-	now := time.Now().UnixNano()
-	if now-w.lastRead.Load() > int64(time.Millisecond) {
-		w.lastRead.Store(now)
-	}
-}
-
 // acquire takes a reference on a view that shows every change that has
 // returned: the current one, or, when runs ended without publishing
 // (runEnded), a new one (freshView).
 func (w *writer) acquire() *readView {
-	w.noteRead()
 	for !w.stale.Load() {
 		v := w.pub.Load()
 		if v.refs.Add(1) > 0 {
@@ -219,12 +256,16 @@ func (w *writer) acquire() *readView {
 
 // freshView publishes the read side as it is and takes the new view. It
 // holds w.mu shared, so it waits for a run of changes or a commit in
-// progress: the one case where a read waits (the first read after a
-// quiet readWindow, while changes run). Reads publishing at once take
-// turns on pubMu; the writer, which publishes with mu held exclusively,
-// never meets them.
+// progress: the one case where a read waits (the first read beside a run
+// after runs let their views go, runStarting and runEnded); having
+// waited, it makes the runs of the next readWindow publish. Reads
+// publishing at once take turns on pubMu; the writer, which publishes
+// with mu held exclusively, never meets them.
 func (w *writer) freshView() *readView {
-	w.mu.RLock()
+	if !w.mu.TryRLock() {
+		w.noteOverlap()
+		w.mu.RLock()
+	}
 	defer w.mu.RUnlock()
 	w.pubMu.Lock()
 	defer w.pubMu.Unlock()

@@ -44,6 +44,16 @@ func readsMustFinish(t *testing.T, reads ...func() error) {
 	}
 }
 
+// readsGoOn puts the writer in the state of reads going on beside runs of
+// changes, as if one had just waited for a run, for the rest of the test:
+// every run publishes its result, so reads never wait (readsOverlap).
+func readsGoOn(w *writer) {
+	w.mu.Lock()
+	w.readWindow = time.Hour
+	w.mu.Unlock()
+	w.noteOverlap()
+}
+
 // wantFile is a read that checks name holds want.
 func wantFile(fsys *FS, name string, want []byte) func() error {
 	return func() error {
@@ -59,9 +69,10 @@ func wantFile(fsys *FS, name string, want []byte) func() error {
 	}
 }
 
-// TestReadsDuringChangeRun: while a run of changes holds the writer's lock
-// (held in the middle by the midRun hook, after the changes ran and before
-// the view is published), reads from other goroutines finish and see the
+// TestReadsDuringChangeRun: while reads go on beside runs of changes
+// (readsGoOn) and a run holds the writer's lock (held in the middle by the
+// midRun hook, after the changes ran and before the view is published),
+// reads from other goroutines finish and see the
 // state before the run: files, directory listings, open Files, stats. A
 // change alone and a parallel run are both held. Afterwards the goroutine
 // whose change returned reads it (read-your-writes).
@@ -73,6 +84,7 @@ func TestReadsDuringChangeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fsys.Close()
+	readsGoOn(fsys.w)
 	v0 := bytes.Repeat([]byte("v0"), 10000)
 	for _, name := range []string{"a", "b"} {
 		if err := fsys.WriteFile(name, v0, 0o644); err != nil {
@@ -686,10 +698,11 @@ func writersDone(fsys *FS, writers, rounds int) bool {
 	return true
 }
 
-// TestQuietWritesCopyNothing: while no read comes, runs of changes publish
-// no view and the engine keeps no block for views; the first read then
-// publishes and sees every change that returned (read-your-writes); while
-// reads go on, runs publish and a view a read holds keeps its state.
+// TestQuietWritesCopyNothing: while no read comes beside them, runs of
+// changes publish no view and the engine keeps no block for views; the
+// first read then publishes and sees every change that returned
+// (read-your-writes); while a read holds a view, runs publish and the
+// view keeps its state.
 func TestQuietWritesCopyNothing(t *testing.T) {
 	btrfstest.RequireProgs(t)
 	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
@@ -699,26 +712,23 @@ func TestQuietWritesCopyNothing(t *testing.T) {
 	}
 	defer fsys.Close()
 	w := fsys.w
-	w.lastRead.Store(0) // no read yet, whatever opening read
 	tx := func() *txBlocks {
 		tb, _ := fsys.blocks.(*txBlocks)
 		return tb
 	}
-	// A read publishes a view of the running transaction; then reads
-	// stop (the clock of the last read is set back). The run after it
-	// still copies what it changes for that view, which it then lets
-	// go: from there on nothing is copied.
+	// A read publishes a view of the running transaction. No read held
+	// it beside a run, so the run after it lets it go before it changes
+	// anything: nothing is copied for it, nor later.
 	if err := fsys.WriteFile("f0", stamped(0, 3000), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := wantFile(fsys, "f0", stamped(0, 3000))(); err != nil {
 		t.Fatal(err)
 	}
-	w.lastRead.Store(0)
+	_, c0 := tx().tx.KeptVersions()
 	if err := fsys.Chmod("f0", 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, c0 := tx().tx.KeptVersions()
 	for i := range 40 {
 		if err := fsys.WriteFile(fmt.Sprintf("f%d", i), stamped(uint64(i), 3000), 0o644); err != nil {
 			t.Fatal(err)
@@ -761,6 +771,133 @@ func TestQuietWritesCopyNothing(t *testing.T) {
 		}
 	}
 	release()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+}
+
+// TestReadsBetweenChanges: a caller that reads between its changes, one
+// thing at a time (the FUSE mount's lookup before each create, its open
+// after it, as tar makes files), costs no block copies for views and no
+// read waits: each read publishes its own view while no run is in
+// progress, and the next run lets it go before it changes anything. A
+// read that comes while a run holds the lock then waits for that run (and
+// sees its result); from then on runs publish their results, so reads
+// beside later runs do not wait and see the state before them.
+func TestReadsBetweenChanges(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	w := fsys.w
+	w.mu.Lock()
+	w.readWindow = time.Hour // the last part must not depend on the clock
+	w.mu.Unlock()
+	if err := fsys.Mkdir("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := fsys.Stat("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fi.Sys().(*Stat)
+	copies := func() int64 {
+		tb, _ := fsys.blocks.(*txBlocks)
+		_, c := tb.tx.KeptVersions()
+		return c
+	}
+	c0 := copies()
+	mtime := time.Unix(1700000000, 0)
+	for i := range 100 {
+		name := fmt.Sprintf("f%d", i)
+		if _, err := fsys.LookupInode(dir.Subvolume, dir.Ino, name); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("lookup %s before it is made: %v", name, err)
+		}
+		st, err := fsys.CreateEmptyStat("d/"+name, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := fsys.OpenInode(st.Subvolume, st.Ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(stamped(uint64(i), 5000), 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fsys.SetattrInode(st.Subvolume, st.Ino, AttrChange{UID: -1, GID: -1, Mtime: &mtime}); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := wantFile(fsys, "d/"+name, stamped(uint64(i), 5000))(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := copies() - c0; c != 0 {
+		t.Errorf("%d blocks copied for views while reads came only between changes", c)
+	}
+	if w.lastOverlap.Load() != 0 {
+		t.Error("a read was seen beside a run while reads came only between changes")
+	}
+
+	// A read while a run holds the lock waits for it.
+	inRun, release := make(chan struct{}), make(chan struct{})
+	letGo := sync.OnceFunc(func() { close(release) })
+	defer letGo() // before Close, which waits for the held run
+	var once sync.Once
+	w.mu.Lock()
+	w.midRun = func() { once.Do(func() { close(inRun); <-release }) }
+	w.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- fsys.WriteFile("d/f0", stamped(1000, 5000), 0o644) }()
+	<-inRun
+	read := make(chan error, 1)
+	go func() { read <- wantFile(fsys, "d/f0", stamped(1000, 5000))() }()
+	for deadline := time.Now().Add(10 * time.Second); w.lastOverlap.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a read beside a run that let the view go was not seen waiting")
+		}
+	}
+	select {
+	case err := <-read:
+		t.Fatalf("a read finished while the run held the lock and no view of its state was published (%v)", err)
+	default:
+	}
+	letGo()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal("the read that waited:", err)
+	}
+
+	// Reads go on beside runs now: runs publish, and a read beside a
+	// held run does not wait.
+	c1 := copies()
+	if err := fsys.Chmod("d/f1", 0o644); err != nil { // publishes the state it leaves
+		t.Fatal(err)
+	}
+	inRun2, release2 := make(chan struct{}), make(chan struct{})
+	letGo2 := sync.OnceFunc(func() { close(release2) })
+	defer letGo2()
+	var once2 sync.Once
+	w.mu.Lock()
+	w.midRun = func() { once2.Do(func() { close(inRun2); <-release2 }) }
+	w.mu.Unlock()
+	go func() { done <- fsys.WriteFile("d/f0", stamped(2000, 5000), 0o644) }()
+	<-inRun2
+	readsMustFinish(t, wantFile(fsys, "d/f0", stamped(1000, 5000)))
+	letGo2()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	readsMustFinish(t, wantFile(fsys, "d/f0", stamped(2000, 5000)))
+	if copies() == c1 {
+		t.Error("no block copied for the view a run published while reads go on beside runs")
+	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}

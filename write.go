@@ -75,10 +75,14 @@ type writer struct {
 	maxInline int
 
 	// qmu protects queue and combining: the changes waiting for the
-	// combiner, and whether one is at work (change).
-	qmu       sync.Mutex
-	queue     []*changeReq
-	combining bool
+	// combiner, and whether one is at work (change); lastCompany, when a
+	// change last found one at work (UnixNano), and yields, how often a
+	// lone combiner yielded for the changes on their way (combine).
+	qmu         sync.Mutex
+	queue       []*changeReq
+	combining   bool
+	lastCompany int64
+	yields      int64
 
 	// prepared, when set (by tests), is called in each commit's critical
 	// section, after Prepare, with the commit's generation.
@@ -87,17 +91,20 @@ type writer struct {
 	// The published views of the read side (read_view.go): pub is the
 	// current one; views, epoch and liveBuf are protected by mu, or by
 	// pubMu with mu held shared (a read that publishes, freshView). stale
-	// says pub is older than the running transaction; lastRead is when a
-	// read last took a view (UnixNano, kept to the millisecond). main is
-	// the FS OpenWritable returned, whose read side views copy.
-	pub      atomic.Pointer[readView]
-	views    []*readView
-	epoch    uint64
-	liveBuf  []uint64
-	pubMu    sync.Mutex
-	stale    atomic.Bool
-	lastRead atomic.Int64
-	main     *FS
+	// says pub is older than the running transaction; lastOverlap is when
+	// a read was last seen beside a run of changes (UnixNano, kept to the
+	// millisecond), readWindow how long that keeps runs publishing
+	// (readsOverlap). main is the FS OpenWritable returned, whose read
+	// side views copy.
+	pub         atomic.Pointer[readView]
+	views       []*readView
+	epoch       uint64
+	liveBuf     []uint64
+	pubMu       sync.Mutex
+	stale       atomic.Bool
+	lastOverlap atomic.Int64
+	readWindow  time.Duration
+	main        *FS
 	// Test hooks: midRun, when set, is called in the middle of each run
 	// of changes, lock held, after the changes ran and before the view
 	// is published; drainHook each time drainViews waits.
@@ -510,6 +517,10 @@ type changeReq struct {
 // (runParallel).
 func (q *changeReq) parallel() bool { return q.key != nil || q.resolve != nil }
 
+// companyWindow is how long after a change last found a combiner at work
+// a lone combiner still yields for the changes on their way (combine).
+const companyWindow = 100 * time.Millisecond
+
 // maxCombined bounds the changes one combiner runs under one hold of the
 // lock, so that commits and reads waiting for it get their turn.
 const maxCombined = 64
@@ -520,6 +531,7 @@ func (w *writer) combine(r *changeReq) {
 	w.queue = append(w.queue, r)
 	if w.combining {
 		r.wake = make(chan bool, 1)
+		w.lastCompany = time.Now().UnixNano()
 		w.qmu.Unlock()
 		if !<-r.wake {
 			return // run by the combiner
@@ -527,12 +539,20 @@ func (w *writer) combine(r *changeReq) {
 		// Handed the combiner's role, with r still queued.
 	} else {
 		w.combining = true
-		alone := len(w.queue) == 1
+		// Reads no longer hold the lock (read_view.go), so nothing
+		// else makes changes queue up behind a combiner: while changes
+		// come from several goroutines (one found a combiner at work
+		// lately), a lone one lets those already on their way join its
+		// batch. A caller making one change at a time (the FUSE mount
+		// under tar) has none on their way: yielding would only put it
+		// behind every other goroutine, and on a busy machine behind
+		// other processes, once per change.
+		yield := len(w.queue) == 1 && time.Now().UnixNano()-w.lastCompany < int64(companyWindow)
+		if yield {
+			w.yields++
+		}
 		w.qmu.Unlock()
-		if alone {
-			// Reads no longer hold the lock (read_view.go), so nothing
-			// else makes changes queue up behind a combiner: let the
-			// changes already on their way join this batch.
+		if yield {
 			runtime.Gosched()
 		}
 	}
@@ -574,6 +594,7 @@ func (w *writer) combine(r *changeReq) {
 func (w *writer) runBatch(batch []*changeReq) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.runStarting()
 	// The fsyncs of the batch are looked at after its changes: each was
 	// queued after the changes it must make durable had returned (in an
 	// earlier batch or earlier in this one), and logging a file's later

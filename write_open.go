@@ -64,7 +64,7 @@ func openWritableWith(path string, opts *Options, scan blockdev.ScanOptions) (*F
 		tfs.Close()
 		return nil, err
 	}
-	w := &writer{path: path, opts: o, tfs: tfs, base: base, maxInline: maxInline(&o, fsys.sb), limit: o.dirtyLimit()}
+	w := &writer{path: path, opts: o, tfs: tfs, base: base, maxInline: maxInline(&o, fsys.sb), limit: o.dirtyLimit(), readWindow: readWindow}
 	w.close = func() error { return w.closeWriter(fsys) }
 	fsys.w = w
 	w.main = fsys

@@ -89,6 +89,21 @@ func (fsys *FS) CreateEmptyStat(name string, perm fs.FileMode, opts *CreateOptio
 	return fsys.create("create", name, disk.ModeRegular|UnixMode(perm)&0o7777, opts)
 }
 
+// CreateOpen is CreateEmptyStat that also opens the new file, as open(2)
+// with O_CREAT|O_EXCL returns a descriptor: the File is open on the inode
+// the change made, for reading and writing like one from OpenInode, with
+// no lookup after the change (a FUSE create answers with the entry and an
+// open handle at once). The File loads the inode at its first read, as
+// any open File reloads it after a change. Errors as for Mkdir, and no
+// File then.
+func (fsys *FS) CreateOpen(name string, perm fs.FileMode, opts *CreateOptions) (*File, *Stat, error) {
+	st, err := fsys.CreateEmptyStat(name, perm, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newFileOf(fsys, name, disk.ObjectID(st.Subvolume), disk.ObjectID(st.Ino)), st, nil
+}
+
 // create adds a new inode of mode (a directory or an empty file) under
 // the name's parent: INODE_ITEM, INODE_REF, DIR_ITEM, DIR_INDEX, and the
 // parent's size, times and transid. It returns the new inode's Stat.

@@ -723,3 +723,73 @@ func TestParallelCreates(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneChangesDoNotYield: changes made one at a time, never meeting a
+// combiner at work (a FUSE mount under tar), do not yield before their
+// batch; a change that finds a combiner at work is noted, and lone changes
+// after it yield for the changes on their way.
+func TestLoneChangesDoNotYield(t *testing.T) {
+	btrfstest.RequireProgs(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{Size: 256 << 20})
+	fsys, err := OpenWritable(img, &Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	w := fsys.w
+	yields := func() int64 {
+		w.qmu.Lock()
+		defer w.qmu.Unlock()
+		return w.yields
+	}
+	for i := range 50 {
+		name := fmt.Sprintf("f%d", i)
+		if err := fsys.WriteFile(name, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.Chmod(name, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := yields(); n != 0 {
+		t.Fatalf("%d yields of 100 changes made one at a time", n)
+	}
+	// A combiner held at the lock; a second change finds it at work.
+	w.mu.Lock()
+	errs := make(chan error, 2)
+	go func() { errs <- fsys.Chmod("f0", 0o644) }()
+	for {
+		w.qmu.Lock()
+		busy := w.combining && len(w.queue) == 0 // the batch is taken
+		w.qmu.Unlock()
+		if busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	go func() { errs <- fsys.Chmod("f1", 0o644) }()
+	waitQueued(w, 1)
+	w.mu.Unlock()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.qmu.Lock()
+	noted := w.lastCompany != 0
+	w.lastCompany = time.Now().UnixNano() // as if just now, whatever the machine's speed
+	w.qmu.Unlock()
+	if !noted {
+		t.Fatal("a change that found a combiner at work was not noted")
+	}
+	if err := fsys.Chmod("f2", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := yields(); n != 1 {
+		t.Fatalf("%d yields of a lone change right after one met a combiner, want 1", n)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	btrfstest.Check(t, []string{img}, true)
+}

@@ -68,17 +68,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if n.m.ro {
 		return nil, nil, 0, syscall.EROFS
 	}
-	p := n.child(name)
-	st, err := n.m.fsys.CreateEmptyStat(p, btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name))
+	// One change makes the file and gives the open File: no lookup of
+	// the inode after it.
+	f, st, err := n.m.fsys.CreateOpen(n.child(name), btrfs.FileModeOf(mode&0o7777), n.m.createOptions(ctx, name))
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
 	ch := n.madeStat(ctx, st, out)
 	cn := ch.Operations().(*node)
-	f, err := cn.openFile()
-	if err != nil {
-		return nil, nil, 0, toErrno(err)
-	}
 	return ch, cn.open(f, true), gofuse.FOPEN_KEEP_CACHE, 0
 }
 
