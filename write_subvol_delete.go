@@ -129,13 +129,8 @@ func (c *wctx) orphanSubvol(parent *winode, base string, l *subvolLink) (bool, e
 	c.cache.mu.Lock()
 	clear(c.cache.dirs)
 	c.cache.mu.Unlock()
-	if err := c.removeUUID(ri.UUID, disk.UUIDKeySubvol, l.id); err != nil {
+	if err := c.removeSubvolUUIDs(l.id, ri.UUID, ri.ReceivedUUID); err != nil {
 		return true, err
-	}
-	if ri.ReceivedUUID != (disk.UUID{}) {
-		if err := c.removeUUID(ri.ReceivedUUID, disk.UUIDKeyReceivedSubvol, l.id); err != nil {
-			return true, err
-		}
 	}
 	if err := c.t.OrphanTree(l.id); err != nil {
 		return true, err
@@ -209,13 +204,8 @@ func (c *wctx) dropSubvolTree(d *subvolDrop) error {
 	clear(c.cache.dirs)
 	clear(c.cache.shared)
 	c.cache.mu.Unlock()
-	if err := c.removeUUID(d.uuid, disk.UUIDKeySubvol, d.id); err != nil {
+	if err := c.removeSubvolUUIDs(d.id, d.uuid, d.received); err != nil {
 		return err
-	}
-	if d.received != (disk.UUID{}) {
-		if err := c.removeUUID(d.received, disk.UUIDKeyReceivedSubvol, d.id); err != nil {
-			return err
-		}
 	}
 	plan := d.plan
 	if plan == nil {
@@ -226,6 +216,18 @@ func (c *wctx) dropSubvolTree(d *subvolDrop) error {
 	}
 	_, err := c.t.Drop(plan)
 	return err
+}
+
+// removeSubvolUUIDs removes subvolume id's UUID-tree entries: the one of
+// its uuid, and of its received uuid when it has one.
+func (c *wctx) removeSubvolUUIDs(id disk.ObjectID, uuid, received disk.UUID) error {
+	if err := c.removeUUID(uuid, disk.UUIDKeySubvol, id); err != nil {
+		return err
+	}
+	if received == (disk.UUID{}) {
+		return nil
+	}
+	return c.removeUUID(received, disk.UUIDKeyReceivedSubvol, id)
 }
 
 // checkDeletable refuses the subvolumes the kernel refuses to delete:

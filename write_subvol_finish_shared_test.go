@@ -4,6 +4,7 @@ package btrfs_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,17 +40,7 @@ func TestFinishKernelDropsSharing(t *testing.T) {
 		}
 		t.Logf("attempt %d: the kernel's cleaner finished a drop; again", attempt)
 	}
-	kimg := filepath.Join(t.TempDir(), "kernel.img")
-	if out, err := exec.Command("cp", "--sparse=always", img, kimg).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v\n%s", err, out)
-	}
-	kmnt := btrfstest.Mount(t, "", kimg)
-	for _, args := range [][]string{{"filesystem", "sync", kmnt}, {"subvolume", "sync", kmnt}} {
-		if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
-			t.Fatalf("btrfs %v: %v\n%s", args, err, out)
-		}
-	}
-	btrfstest.Unmount(t, kmnt)
+	kimg := kernelCleaned(t, img)
 
 	w, err := btrfs.OpenWritable(img, nil)
 	if err != nil {
@@ -60,20 +51,7 @@ func TestFinishKernelDropsSharing(t *testing.T) {
 	}
 	btrfstest.Check(t, []string{img}, true)
 	btrfstest.CheckNewer(t, img, true)
-	root := dumpTree(t, img, "root")
-	for _, sv := range []string{"src", "snap"} {
-		if item := rootItemText(root, ids[sv]); item != "" {
-			t.Errorf("%s: root item left:\n%s", sv, item)
-		}
-		if strings.Contains(root, fmt.Sprintf("ORPHAN_ITEM %d)", ids[sv])) {
-			t.Errorf("%s: orphan item left", sv)
-		}
-	}
-	ours, kernel := dataExtents(t, img), dataExtents(t, kimg)
-	if !slices.Equal(ours, kernel) {
-		t.Errorf("data extents left: ours %d, the kernel's %d; only ours %v, only the kernel's %v",
-			len(ours), len(kernel), minus(ours, kernel), minus(kernel, ours))
-	}
+	wantDropsLike(t, img, kimg, ids)
 	dir := btrfstest.Mount(t, "ro", img)
 	if b, err := os.ReadFile(filepath.Join(dir, "keep/f")); err != nil || string(b) != "keep" {
 		t.Errorf("keep/f: %q, %v", b, err)
@@ -239,21 +217,12 @@ func TestDeferredDeleteInterop(t *testing.T) {
 	}
 
 	// The kernel's cleaner on a copy.
-	kimg := filepath.Join(t.TempDir(), "kernel.img")
-	if out, err := exec.Command("cp", "--sparse=always", img, kimg).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v\n%s", err, out)
-	}
-	kmnt := btrfstest.Mount(t, "", kimg)
-	for _, args := range [][]string{{"filesystem", "sync", kmnt}, {"subvolume", "sync", kmnt}} {
-		if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
-			t.Fatalf("btrfs %v: %v\n%s", args, err, out)
-		}
-	}
+	kimg := kernelCleaned(t, img)
+	kmnt := btrfstest.Mount(t, "ro", kimg)
 	if b, err := os.ReadFile(filepath.Join(kmnt, "snap/f50")); err != nil || string(b) != strings.Repeat("50", 11) {
 		t.Errorf("kernel: snap/f50 = %q, %v", b, err)
 	}
 	btrfstest.Unmount(t, kmnt)
-	btrfstest.Check(t, []string{kimg}, true)
 	kroot := dumpTree(t, kimg, "root")
 	for _, sv := range []string{"sv", "alone"} {
 		if item := rootItemText(kroot, ids[sv]); item != "" {
@@ -270,10 +239,46 @@ func TestDeferredDeleteInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	btrfstest.Check(t, []string{img}, true)
-	root = dumpTree(t, img, "root")
-	for _, sv := range []string{"sv", "alone"} {
+	wantDropsLike(t, img, kimg, ids)
+	dir := btrfstest.Mount(t, "ro", img)
+	if b, err := os.ReadFile(filepath.Join(dir, "snap/f50")); err != nil || string(b) != strings.Repeat("50", 11) {
+		t.Errorf("after our drop: snap/f50 = %q, %v", b, err)
+	}
+	btrfstest.Unmount(t, dir)
+}
+
+// kernelCleaned copies img and lets the kernel's cleaner finish every
+// pending drop on the copy (a read-write mount, a sync to wake the
+// cleaner, subvolume sync to wait for it); it returns the copy, checked.
+func kernelCleaned(t *testing.T, img string) string {
+	t.Helper()
+	kimg := filepath.Join(t.TempDir(), "kernel.img")
+	if out, err := exec.Command("cp", "--sparse=always", img, kimg).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	kmnt := btrfstest.Mount(t, "", kimg)
+	for _, args := range [][]string{{"filesystem", "sync", kmnt}, {"subvolume", "sync", kmnt}} {
+		if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
+			t.Fatalf("btrfs %v: %v\n%s", args, err, out)
+		}
+	}
+	btrfstest.Unmount(t, kmnt)
+	btrfstest.Check(t, []string{kimg}, true)
+	return kimg
+}
+
+// wantDropsLike checks that img holds neither ROOT_ITEM nor orphan item
+// of the subvolumes ids names, and the same data extents as kimg, the
+// same filesystem after the kernel's cleaner.
+func wantDropsLike(t *testing.T, img, kimg string, ids map[string]uint64) {
+	t.Helper()
+	root := dumpTree(t, img, "root")
+	for _, sv := range slices.Sorted(maps.Keys(ids)) {
 		if item := rootItemText(root, ids[sv]); item != "" {
-			t.Errorf("our open left %s:\n%s", sv, item)
+			t.Errorf("%s: root item left:\n%s", sv, item)
+		}
+		if strings.Contains(root, fmt.Sprintf("ORPHAN_ITEM %d)", ids[sv])) {
+			t.Errorf("%s: orphan item left", sv)
 		}
 	}
 	ours, kernel := dataExtents(t, img), dataExtents(t, kimg)
@@ -281,9 +286,4 @@ func TestDeferredDeleteInterop(t *testing.T) {
 		t.Errorf("data extents left: ours %d, the kernel's %d; only ours %v, only the kernel's %v",
 			len(ours), len(kernel), minus(ours, kernel), minus(kernel, ours))
 	}
-	dir := btrfstest.Mount(t, "ro", img)
-	if b, err := os.ReadFile(filepath.Join(dir, "snap/f50")); err != nil || string(b) != strings.Repeat("50", 11) {
-		t.Errorf("after our drop: snap/f50 = %q, %v", b, err)
-	}
-	btrfstest.Unmount(t, dir)
 }
