@@ -86,8 +86,11 @@ func (h *dirHandle) list() syscall.Errno {
 	return 0
 }
 
-// Readdirent returns the next entry, nil at the end.
+// Readdirent returns the next entry, nil at the end. Gathered writes go in
+// first: READDIRPLUS hands the kernel each entry's attributes as found
+// here.
 func (h *dirHandle) Readdirent(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) {
+	h.n.m.putAllGathered()
 	if !h.read {
 		if errno := h.list(); errno != 0 {
 			return nil, errno

@@ -65,6 +65,7 @@ func (n *node) open(f *btrfs.File, write bool) *handle {
 
 // stat describes the open file.
 func (h *handle) stat() (*btrfs.Stat, syscall.Errno) {
+	_ = h.n.putGathered() // the size and times with every write in
 	fi, err := h.f.Stat()
 	if err != nil {
 		return nil, toErrno(err)
@@ -91,6 +92,7 @@ func (h *handle) Getattr(ctx context.Context, out *gofuse.AttrOut) syscall.Errno
 
 // Read is pread(2).
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
+	_ = h.n.putGathered()
 	n, err := h.f.ReadAt(dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, toErrno(err)
@@ -105,6 +107,13 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	}
 	if errno := h.killBeforeWrite(ctx); errno != 0 {
 		return 0, errno
+	}
+	gathered, err := h.gatherWrite(data, off)
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if gathered {
+		return uint32(len(data)), 0
 	}
 	n, err := h.f.WriteAt(data, off)
 	if err != nil {
@@ -121,25 +130,34 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if h.n.m.ro {
 		return 0
 	}
+	if err := h.n.gatheredErr(); err != nil {
+		return toErrno(err)
+	}
 	return toErrno(h.f.Sync())
 }
 
-// Flush is close(2) of one descriptor. Writes went into the filesystem as
-// they came, so there is nothing to push: other opens already see them
-// (close-to-open consistency holds without it).
+// Flush is close(2) of one descriptor: the inode's gathered writes go into
+// the filesystem (so other opens see them: close-to-open consistency), and
+// a gathered write that failed is reported here if no fsync did.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
-	return 0
+	if h.n.m.ro {
+		return 0
+	}
+	return toErrno(h.n.gatheredErr())
 }
 
 // Release is the last close of the open file.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	h.f.Close()
 	n := h.n
+	// The gathered writes may go in through h.f: before it closes.
+	_ = n.putGathered()
+	h.f.Close()
 	n.mu.Lock()
 	delete(n.handles, h)
 	last := len(n.handles) == 0
 	n.mu.Unlock()
 	if last {
+		n.dropGather()
 		n.m.dropOrphan(n)
 	}
 	return 0
@@ -148,6 +166,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 // Lseek finds data and holes (SEEK_DATA, SEEK_HOLE); the kernel handles
 // the other whences itself.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	_ = h.n.putGathered()
 	var (
 		pos int64
 		err error

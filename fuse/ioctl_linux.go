@@ -93,6 +93,7 @@ func (n *node) Ioctl(ctx context.Context, f fs.FileHandle, cmd uint32, arg uint6
 		if len(input) < 4 {
 			return 0, syscall.EINVAL
 		}
+		_ = n.putGathered() // +C needs an empty file, +i takes no more writes
 		table := flagMap
 		if cmd == iocFSSetXattr {
 			table = []struct{ fsFlag, btrfs uint64 }(xflagPairs())

@@ -129,6 +129,9 @@ func kernelChecks(opts *Options) bool {
 // Files that were open after their last name went are gone by then.
 func (s *Server) Wait() {
 	s.srv.Wait()
+	// Every handle was released, which put its writes in; a buffer
+	// left by a request that raced the unmount goes in here.
+	s.m.putAllGathered()
 	if err := s.m.clearOrphans(); err != nil && s.m.log != nil {
 		s.m.log.Printf("remove %s: %v", s.m.orphanDir(), err)
 	}
@@ -158,6 +161,9 @@ type mount struct {
 	// kills carries WRITE_KILL_SUIDGID past go-fuse's file API
 	// (killpriv_linux.go).
 	kills killTable
+	// gather tracks the inodes holding gathered writes
+	// (gather_linux.go).
+	gather gathering
 }
 
 func newMount(fsys *btrfs.FS, opts *Options) (*mount, error) {
@@ -168,6 +174,9 @@ func newMount(fsys *btrfs.FS, opts *Options) (*mount, error) {
 		if _, err := fsys.WriteCounters(); err != nil {
 			m.ro = true
 		}
+	}
+	if !m.ro && !opts.NoGather {
+		m.lookAtSpace(time.Now().UnixNano())
 	}
 	switch {
 	case opts.Subvol != "":

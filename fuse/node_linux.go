@@ -44,6 +44,9 @@ type node struct {
 	// writer, so the answer stays true until Setxattr of that name,
 	// here, on this node (hard links share it). Protected by mu.
 	noCaps bool
+
+	// g holds the inode's gathered writes (gather_linux.go).
+	g gather
 }
 
 // capsAttr is the attribute whose absence node.noCaps caches.
@@ -89,6 +92,7 @@ func (n *node) child(name string) string {
 // kernel still holds it: an open file or directory) is shown as last
 // seen, with no links, as fstat on the kernel's btrfs shows it.
 func (n *node) stat() (*btrfs.Stat, syscall.Errno) {
+	_ = n.putGathered() // the size and times with every write in
 	var (
 		st    *btrfs.Stat
 		errno syscall.Errno
@@ -163,6 +167,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if n == n.m.root && name == controlDirName && n.m.opts.Stats {
 		return n.control(ctx, out), 0
 	}
+	n.m.putAllGathered() // the entry's attributes with every write in
 	st, errno := n.lookupChild(name)
 	if errno != 0 {
 		return nil, errno
@@ -244,6 +249,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 // shows it for a single-profile filesystem; btrfs has no inode limit, so
 // the inode counts are 0, as the kernel reports them.
 func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno {
+	n.m.putAllGathered() // the free space with every write in
 	total, used, err := n.m.space()
 	if err != nil {
 		return toErrno(err)

@@ -48,12 +48,25 @@ type Options struct {
 	// the mount, whose file "counters" reads as the live filesystem's
 	// write counters in JSON (control_linux.go).
 	Stats bool
+	// NoGather makes every write(2) its own File.WriteAt, as it comes,
+	// instead of gathering small writes that continue each other into
+	// one (docs/design/0011-fuse-mount.md, "Write gathering").
+	NoGather bool
+	// GatherDelay is how long gathered writes may wait for the next
+	// write that continues them before they go into the filesystem
+	// anyway; 0 means DefaultGatherDelay.
+	GatherDelay time.Duration
 	// Debug logs every FUSE request and reply.
 	Debug bool
 	// Logger receives go-fuse's diagnostics and Debug's log; nil means
 	// none.
 	Logger *log.Logger
 }
+
+// DefaultGatherDelay is the GatherDelay Mount uses unless told otherwise:
+// short, so gathered data waits for a background commit no longer than
+// written data does without gathering, to within this.
+const DefaultGatherDelay = 100 * time.Millisecond
 
 // DefaultTimeout is the entry and attribute timeout Mount uses unless told
 // otherwise (docs/design/0011-fuse-mount.md says why this value).

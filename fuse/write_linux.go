@@ -139,6 +139,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := n.m.fsys.Link(t.path(), p); err != nil {
 		return nil, toErrno(err)
 	}
+	_ = t.putGathered() // the attributes returned are t's
 	st, errno := n.lookupChild(name)
 	if errno != 0 {
 		return nil, errno
@@ -232,6 +233,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if n.m.ro {
 		return syscall.EROFS
 	}
+	_ = n.putGathered() // a truncate comes after the writes before it
 	h, _ := f.(*handle)
 	if sz, ok := in.GetSize(); ok {
 		var err error
@@ -399,6 +401,7 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size u
 	if n.m.ro {
 		return syscall.EROFS
 	}
+	_ = n.putGathered()
 	p := n.path()
 	switch mode {
 	case 0, fallocKeepSize:
@@ -421,6 +424,8 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	if !ok1 || !ok2 || !ok3 {
 		return 0, syscall.EXDEV
 	}
+	_ = n.putGathered()
+	_ = dst.putGathered()
 	src, errno := hin.stat()
 	if errno != 0 {
 		return 0, errno
