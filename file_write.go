@@ -4,6 +4,7 @@ import (
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
+	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // Writes through an open File address the file by its inode, as writes to
@@ -32,6 +33,76 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		f.pol.Store(&after)
 	}
 	return n, err
+}
+
+// WritePiece is one write of File.WriteAtMany: Data at offset Off.
+type WritePiece struct {
+	Off  int64
+	Data []byte
+}
+
+// WriteAtMany writes each piece at its offset, in the order given (a later
+// piece overlapping an earlier one wins), as one change: other readers see
+// all of them or none, and the file's time stamps move once. It costs one
+// change of the filesystem instead of one per piece, which is what a
+// caller holding many small writes of one file wants (the FUSE mount's
+// write gathering). It fails before changing anything when a piece's
+// offset is negative, when the space for all of them is not there, or
+// when the file refuses writes (immutable, or append-only and a piece not
+// at the end).
+func (f *File) WriteAtMany(pieces []WritePiece) error {
+	sv, ino := f.identity()
+	var total uint64
+	for _, pc := range pieces {
+		if pc.Off < 0 || pc.Off+int64(len(pc.Data)) < pc.Off {
+			return f.pathErr("write", syscall.EINVAL)
+		}
+		total += uint64(len(pc.Data))
+	}
+	if total == 0 {
+		return nil
+	}
+	// Checksums (and compression) ahead of the lock, as WriteAt.
+	pds := make([]*PreparedData, len(pieces))
+	if pol := f.pol.Load(); pol != nil && f.fsys.w != nil && pol.ss > 0 {
+		for i, pc := range pieces {
+			if uint64(len(pc.Data)) >= pol.ss && uint64(pc.Off)%pol.ss == 0 && uint64(len(pc.Data))%pol.ss == 0 {
+				pds[i], _ = f.fsys.prepareWith(pc.Data, *pol)
+			}
+		}
+	}
+	var after dataPolicy
+	fsys := f.fsys
+	err := fsys.dataChangeFound("write", f.name, &dirKey{tree: sv, ino: ino}, func(c *wctx, t *txn.Txn) (bool, error) {
+		in, err := c.regularByIno(sv, ino)
+		if err != nil {
+			return false, err
+		}
+		// Every refusal before the first piece changes anything.
+		size := int64(in.item.Size)
+		for _, pc := range pieces {
+			if err := mayChangeAt(in, pc.Off, size); err != nil {
+				return false, err
+			}
+			size = max(size, pc.Off+int64(len(pc.Data)))
+		}
+		if err := c.checkDataSpace(total); err != nil {
+			return false, err
+		}
+		for i, pc := range pieces {
+			if err := c.write(in, pc.Data, uint64(pc.Off), pds[i]); err != nil {
+				return true, err
+			}
+		}
+		after, _ = fsys.policy(in)
+		c.touch(in, c.now(), true)
+		c.logFile = &dirKey{tree: c.tr.Owner(), ino: in.ino}
+		return true, c.putInode(in)
+	})
+	if err == nil && after.ss > 0 {
+		f.pol.Store(&after)
+	}
+	return err
 }
 
 // Truncate sets the size of the open regular file, as ftruncate(2): like

@@ -139,3 +139,76 @@ func TestFileWritePrepared(t *testing.T) {
 	}
 	btrfstest.Unmount(t, dir)
 }
+
+// TestFileWriteAtMany writes pieces out of order, overlapping, unaligned
+// and past the end in one change, checks the file against the pieces
+// applied in order, that a refusal (append-only, a piece not at the end)
+// changes nothing, and then btrfs check with data checksums and the
+// kernel's read of the file.
+func TestFileWriteAtMany(t *testing.T) {
+	btrfstest.RequireInterop(t)
+	img := btrfstest.Mkfs(t, btrfstest.MkfsOptions{})
+	fsys, err := btrfs.OpenWritable(img, &btrfs.Options{CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.WriteFile("f", []byte("start"), 0o644))
+	f, err := fsys.OpenFile("f")
+	must(err)
+	piece := func(off int64, n int, c byte) btrfs.WritePiece {
+		return btrfs.WritePiece{Off: off, Data: bytes.Repeat([]byte{c}, n)}
+	}
+	pieces := []btrfs.WritePiece{
+		piece(16384, 8192, 'c'), piece(0, 8192, 'a'), piece(8192, 8192, 'b'),
+		piece(100000, 3000, 'u'), piece(4000, 1000, 'o'), piece(1<<20, 4096, 'z'),
+	}
+	want := []byte("start")
+	for _, pc := range pieces {
+		if end := int(pc.Off) + len(pc.Data); end > len(want) {
+			want = append(want, make([]byte, end-len(want))...)
+		}
+		copy(want[pc.Off:], pc.Data)
+	}
+	c0, err := fsys.WriteCounters()
+	must(err)
+	must(f.WriteAtMany(pieces))
+	c1, err := fsys.WriteCounters()
+	must(err)
+	if n := c1.Changes - c0.Changes; n != 1 {
+		t.Errorf("WriteAtMany made %d changes, want 1", n)
+	}
+	if got, err := fsys.ReadFile("f"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after WriteAtMany: %d bytes, %v; not the pieces applied in order", len(got), err)
+	}
+
+	// Append-only: the first piece at the end would do, the second not;
+	// nothing is written.
+	must(fsys.SetFileAttr("f", btrfs.InodeAppend))
+	err = f.WriteAtMany([]btrfs.WritePiece{piece(int64(len(want)), 10, 'x'), piece(0, 10, 'y')})
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("WriteAtMany with a piece before the end of an append-only file: %v", err)
+	}
+	must(f.WriteAtMany([]btrfs.WritePiece{piece(int64(len(want)), 10, 'x'), piece(int64(len(want))+10, 10, 'y')}))
+	want = append(want, bytes.Repeat([]byte("x"), 10)...)
+	want = append(want, bytes.Repeat([]byte("y"), 10)...)
+	if got, err := fsys.ReadFile("f"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after the refusal and the appends: %d bytes, %v", len(got), err)
+	}
+	must(fsys.SetFileAttr("f", 0))
+	if err := f.WriteAtMany([]btrfs.WritePiece{{Off: -1, Data: []byte("x")}}); err == nil {
+		t.Error("WriteAtMany at a negative offset succeeded")
+	}
+	must(fsys.Close())
+	btrfstest.Check(t, []string{img}, true)
+	kmnt := btrfstest.Mount(t, "ro", img)
+	if got, err := os.ReadFile(filepath.Join(kmnt, "f")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the kernel reads %d bytes, not what was written: %v", len(got), err)
+	}
+}

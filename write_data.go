@@ -209,10 +209,15 @@ func checkRegular(in *winode) error {
 // the kernel: nothing on an IMMUTABLE file, only appends (a write at the
 // end; appendAt < 0 for any other change) on an APPEND-only one.
 func mayChange(in *winode, appendAt int64) error {
+	return mayChangeAt(in, appendAt, int64(in.item.Size))
+}
+
+// mayChangeAt is mayChange for a file whose size will be size by then.
+func mayChangeAt(in *winode, appendAt, size int64) error {
 	switch {
 	case in.item.Flags&disk.InodeImmutable != 0:
 		return syscall.EPERM
-	case in.item.Flags&disk.InodeAppend != 0 && (appendAt < 0 || uint64(appendAt) != in.item.Size):
+	case in.item.Flags&disk.InodeAppend != 0 && (appendAt < 0 || appendAt != size):
 		return syscall.EPERM
 	}
 	return nil

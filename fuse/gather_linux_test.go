@@ -101,15 +101,24 @@ func TestWriteGather(t *testing.T) {
 	must(f.Sync())
 	in("fsync", "a", 5*bs)
 
-	// A write that does not continue the gathered ones puts them in;
-	// a large one goes in as it is.
+	// Writes need not continue each other; a large one puts them in
+	// and goes in as it is.
 	write(f, 5, 6)
 	write(f, 7, 8)
-	in("write elsewhere", "a", 6*bs)
+	held("large write", "a", 5*bs)
 	big := bytes.Repeat([]byte("B"), 256<<10)
 	_, err = f.WriteAt(big, 1<<20)
 	must(err)
 	in("large write", "a", 1<<20+256<<10)
+
+	// A write over a gathered piece puts the gathered ones in first:
+	// the later bytes win.
+	write(f, 8, 9)
+	_, err = f.WriteAt(bytes.Repeat([]byte("O"), bs), 8*bs)
+	must(err)
+	if b := libRead("a"); !bytes.Equal(b[8*bs:9*bs], piece(8)) {
+		t.Errorf("overlapping write: the first one did not go in before it")
+	}
 
 	// ftruncate after gathered writes past the new size: the writes
 	// go in first, then the truncate.
@@ -178,8 +187,9 @@ func TestWriteGather(t *testing.T) {
 	must(f2.Close())
 	in("close", "a", 22*bs)
 
-	// And close of the last one.
-	write(f, 22, 24)
+	// And close of the last one, of writes that came in reverse order.
+	write(f, 23, 24)
+	write(f, 22, 23)
 	held("last close", "a", 22*bs)
 	must(f.Close())
 	in("last close", "a", 24*bs)
