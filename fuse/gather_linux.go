@@ -112,9 +112,6 @@ func (h *handle) gatherWrite(data []byte, off int64) (taken bool, err error) {
 	}
 	if len(g.pieces) == 0 {
 		g.f = h.f
-		if g.arena == nil {
-			g.arena = make([]byte, 0, min(gatherCap, max(4*len(data), 64<<10)))
-		}
 		m.gather.mu.Lock()
 		if m.gather.pending == nil {
 			m.gather.pending = map[*node]struct{}{}
@@ -133,6 +130,10 @@ func (h *handle) gatherWrite(data []byte, off int64) (taken bool, err error) {
 	} else {
 		g.pieces = append(g.pieces, gathered{off: off, at: len(g.arena), n: len(data)})
 	}
+	// The arena grows by append from the first write's size: a file
+	// written once and closed (an untar) costs a buffer of its size,
+	// as the copy File.WriteAt makes does; one written on keeps its
+	// arena, up to gatherCap, until its last handle closes.
 	g.arena = append(g.arena, data...)
 	if m.gather.bytes.Add(int64(len(data))) > gatherTotal {
 		// Over the mount's bound: this one goes in now; the write
