@@ -4,7 +4,6 @@ import (
 	"syscall"
 
 	"github.com/gobtrfs/btrfs/internal/disk"
-	"github.com/gobtrfs/btrfs/internal/txn"
 )
 
 // Writes through an open File address the file by its inode, as writes to
@@ -16,23 +15,10 @@ import (
 // like FS.WriteAt, but found by inode. A file removed meanwhile fails
 // with fs.ErrNotExist.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
-	sv, ino := f.identity()
-	// Checksums and compression are computed here, before the change
-	// takes the FS lock, so writes to different files overlap them
-	// (docs/design/0009): under the policy the file's last write met,
-	// for a write of whole sectors (the prepared pieces only serve a
-	// write with the alignment and policy they were made for).
-	var pd *PreparedData
-	if pol := f.pol.Load(); pol != nil && f.fsys.w != nil && pol.ss > 0 &&
-		uint64(len(p)) >= pol.ss && uint64(off)%pol.ss == 0 && uint64(len(p))%pol.ss == 0 {
-		pd, _ = f.fsys.prepareWith(p, *pol) // on error, the change does it all
+	if err := f.WriteAtMany([]WritePiece{{Off: off, Data: p}}); err != nil {
+		return 0, err
 	}
-	var after dataPolicy
-	n, err := f.fsys.writeAtFound(f.name, &dirKey{tree: sv, ino: ino}, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, p, off, pd, &after)
-	if err == nil && after.ss > 0 {
-		f.pol.Store(&after)
-	}
-	return n, err
+	return len(p), nil
 }
 
 // WritePiece is one write of File.WriteAtMany: Data at offset Off.
@@ -52,53 +38,22 @@ type WritePiece struct {
 // at the end).
 func (f *File) WriteAtMany(pieces []WritePiece) error {
 	sv, ino := f.identity()
-	var total uint64
-	for _, pc := range pieces {
-		if pc.Off < 0 || pc.Off+int64(len(pc.Data)) < pc.Off {
-			return f.pathErr("write", syscall.EINVAL)
-		}
-		total += uint64(len(pc.Data))
-	}
-	if total == 0 {
-		return nil
-	}
-	// Checksums (and compression) ahead of the lock, as WriteAt.
+	// Checksums and compression are computed here, before the change
+	// takes the FS lock, so writes to different files overlap them
+	// (docs/design/0009): under the policy the file's last write met,
+	// for pieces of whole sectors (the prepared pieces only serve a
+	// write with the alignment and policy they were made for). On an
+	// error the change does it all.
 	pds := make([]*PreparedData, len(pieces))
 	if pol := f.pol.Load(); pol != nil && f.fsys.w != nil && pol.ss > 0 {
 		for i, pc := range pieces {
-			if uint64(len(pc.Data)) >= pol.ss && uint64(pc.Off)%pol.ss == 0 && uint64(len(pc.Data))%pol.ss == 0 {
+			if n := uint64(len(pc.Data)); n >= pol.ss && pc.Off >= 0 && uint64(pc.Off)%pol.ss == 0 && n%pol.ss == 0 {
 				pds[i], _ = f.fsys.prepareWith(pc.Data, *pol)
 			}
 		}
 	}
 	var after dataPolicy
-	fsys := f.fsys
-	err := fsys.dataChangeFound("write", f.name, &dirKey{tree: sv, ino: ino}, func(c *wctx, t *txn.Txn) (bool, error) {
-		in, err := c.regularByIno(sv, ino)
-		if err != nil {
-			return false, err
-		}
-		// Every refusal before the first piece changes anything.
-		size := int64(in.item.Size)
-		for _, pc := range pieces {
-			if err := mayChangeAt(in, pc.Off, size); err != nil {
-				return false, err
-			}
-			size = max(size, pc.Off+int64(len(pc.Data)))
-		}
-		if err := c.checkDataSpace(total); err != nil {
-			return false, err
-		}
-		for i, pc := range pieces {
-			if err := c.write(in, pc.Data, uint64(pc.Off), pds[i]); err != nil {
-				return true, err
-			}
-		}
-		after, _ = fsys.policy(in)
-		c.touch(in, c.now(), true)
-		c.logFile = &dirKey{tree: c.tr.Owner(), ino: in.ino}
-		return true, c.putInode(in)
-	})
+	err := f.fsys.writePiecesFound(f.name, &dirKey{tree: sv, ino: ino}, func(c *wctx) (*winode, error) { return c.regularByIno(sv, ino) }, pieces, pds, &after)
 	if err == nil && after.ss > 0 {
 		f.pol.Store(&after)
 	}

@@ -252,22 +252,46 @@ func (fsys *FS) writeAtPolicy(name string, p []byte, off int64, pd *PreparedData
 // File): the change may then run in parallel with changes to other
 // inodes (writer.runParallel).
 func (fsys *FS) writeAtFound(name string, key *dirKey, find func(c *wctx) (*winode, error), p []byte, off int64, pd *PreparedData, after *dataPolicy) (int, error) {
-	if off < 0 || off+int64(len(p)) < off {
-		return 0, &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
+	if err := fsys.writePiecesFound(name, key, find, []WritePiece{{Off: off, Data: p}}, []*PreparedData{pd}, after); err != nil {
+		return 0, err
 	}
-	err := fsys.dataChangeFound("write", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
+	return len(p), nil
+}
+
+// writePiecesFound writes pieces (each prepared ahead in pds[i], or nil)
+// in order, in one change, to the file find returns (see writeAtFound).
+// Every refusal (a bad offset, the chattr flags, no space for all of
+// them) comes before the first piece changes anything.
+func (fsys *FS) writePiecesFound(name string, key *dirKey, find func(c *wctx) (*winode, error), pieces []WritePiece, pds []*PreparedData, after *dataPolicy) error {
+	var total uint64
+	for _, pc := range pieces {
+		if pc.Off < 0 || pc.Off+int64(len(pc.Data)) < pc.Off {
+			return &fs.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
+		}
+		total += uint64(len(pc.Data))
+	}
+	return fsys.dataChangeFound("write", name, key, func(c *wctx, t *txn.Txn) (bool, error) {
 		in, err := find(c)
-		if err == nil {
-			err = mayChange(in, off)
-		}
-		if err != nil || len(p) == 0 {
+		if err != nil {
 			return false, err
 		}
-		if err := c.checkDataSpace(uint64(len(p))); err != nil {
+		size := int64(in.item.Size) // as each piece finds it
+		for _, pc := range pieces {
+			if err := mayChangeAt(in, pc.Off, size); err != nil {
+				return false, err
+			}
+			size = max(size, pc.Off+int64(len(pc.Data)))
+		}
+		if total == 0 {
+			return false, nil
+		}
+		if err := c.checkDataSpace(total); err != nil {
 			return false, err
 		}
-		if err := c.write(in, p, uint64(off), pd); err != nil {
-			return true, err
+		for i, pc := range pieces {
+			if err := c.write(in, pc.Data, uint64(pc.Off), pds[i]); err != nil {
+				return true, err
+			}
 		}
 		if after != nil {
 			*after, _ = fsys.policy(in)
@@ -276,10 +300,6 @@ func (fsys *FS) writeAtFound(name string, key *dirKey, find func(c *wctx) (*wino
 		c.logFile = &dirKey{tree: c.tr.Owner(), ino: in.ino}
 		return true, c.putInode(in)
 	})
-	if err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 // noHoles reports the NO_HOLES feature: without it, gaps in files are
