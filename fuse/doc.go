@@ -11,9 +11,9 @@
 // read: the kernel does (entry and attribute timeouts, page cache kept
 // across opens), which is safe because the mount is the only writer of the
 // image (docs/design/0011-fuse-mount.md). The one thing it holds back is
-// small writes that continue each other (gather_linux.go): an inode's are
-// put into the filesystem as one File.WriteAt before any request that can
-// see its data or size, and at close, fsync and after a short delay.
+// small writes (gather_linux.go): an inode's are put into the filesystem
+// as one File.WriteAtMany before any request that can see its data or
+// size, and at close, fsync and after a short delay.
 //
 // Inode numbers are the filesystem's for the subvolume at the mount point
 // and made unique for the others (inoMap). An open file whose last name

@@ -13,7 +13,7 @@ import (
 	"github.com/gobtrfs/btrfs"
 )
 
-// Write gathering (docs/design/0011-fuse-mount.md, "Write gathering").
+// Write gathering (docs/design/0011-fuse-mount.md, "Caching").
 // Without the kernel's writeback cache every write(2) is one WRITE request,
 // and the kernel sends the writes to one file one at a time (it holds the
 // inode's lock across each). Under sysbench's seqwr every thread writes
@@ -155,9 +155,10 @@ func (g *gather) overlaps(off int64, n int) bool {
 }
 
 // runs returns the gathered writes as pieces for File.WriteAtMany, in
-// file order, those that continue each other joined.
+// file order, those that continue each other joined. It sorts g.pieces:
+// called only to put them in, after which they go.
 func (g *gather) runs() []btrfs.WritePiece {
-	ps := slices.Clone(g.pieces)
+	ps := g.pieces
 	slices.SortFunc(ps, func(a, b gathered) int { return cmp.Compare(a.off, b.off) })
 	var out []btrfs.WritePiece
 	for i := 0; i < len(ps); {

@@ -157,8 +157,16 @@ func TestWriteGather(t *testing.T) {
 	if n, err := unix.CopyFileRange(int(f.Fd()), &inOff, int(g.Fd()), &outOff, 2*bs, 0); err != nil || n != 2*bs {
 		t.Errorf("copy_file_range: %d, %v", n, err)
 	}
+	// An unaligned copy (a copy, not a clone) over gathered bytes of b.
+	write(g, 2, 3)
+	inOff, outOff = 16*bs, 2*bs+1
+	if n, err := unix.CopyFileRange(int(f.Fd()), &inOff, int(g.Fd()), &outOff, 100, 0); err != nil || n != 100 {
+		t.Errorf("unaligned copy_file_range: %d, %v", n, err)
+	}
 	must(g.Close())
-	if b := libRead("b"); !bytes.Equal(b, want(16, 18)) {
+	wantB := append(want(16, 18), piece(2)...)
+	copy(wantB[2*bs+1:], piece(16)[:100])
+	if b := libRead("b"); !bytes.Equal(b, wantB) {
 		t.Errorf("copy of gathered bytes: %d bytes, not the ones written", len(b))
 	}
 

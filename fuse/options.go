@@ -49,12 +49,12 @@ type Options struct {
 	// write counters in JSON (control_linux.go).
 	Stats bool
 	// NoGather makes every write(2) its own File.WriteAt, as it comes,
-	// instead of gathering small writes that continue each other into
-	// one (docs/design/0011-fuse-mount.md, "Write gathering").
+	// instead of gathering an inode's small writes into one change
+	// (docs/design/0011-fuse-mount.md, "Caching").
 	NoGather bool
-	// GatherDelay is how long gathered writes may wait for the next
-	// write that continues them before they go into the filesystem
-	// anyway; 0 means DefaultGatherDelay.
+	// GatherDelay is how long after the first of them gathered writes
+	// go into the filesystem when nothing put them in before; 0 means
+	// DefaultGatherDelay.
 	GatherDelay time.Duration
 	// Debug logs every FUSE request and reply.
 	Debug bool

@@ -424,7 +424,8 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	if !ok1 || !ok2 || !ok3 {
 		return 0, syscall.EXDEV
 	}
-	_ = n.putGathered()
+	// hin.stat puts n's gathered writes in; the copy is written after
+	// dst's too, also where it is not a clone.
 	_ = dst.putGathered()
 	src, errno := hin.stat()
 	if errno != 0 {
