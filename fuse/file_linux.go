@@ -149,8 +149,10 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 // Release is the last close of the open file.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	n := h.n
-	// The gathered writes may go in through h.f: before it closes.
-	_ = n.putGathered()
+	// Gathered writes that go in through h.f go in before it closes.
+	// Others stay: the kernel sends RELEASE after close(2) has
+	// returned, while other descriptors may be writing.
+	n.putThrough(h.f)
 	h.f.Close()
 	n.mu.Lock()
 	delete(n.handles, h)

@@ -26,7 +26,7 @@ import (
 // full, when a write overlaps a piece it holds, and before every request
 // that can see the inode's data or size: read, getattr, lseek, setattr,
 // fallocate, copy_file_range, the flags ioctl, fsync, flush (close),
-// release; lookups, directory listings and statfs put every buffer in
+// release of the handle the buffer goes in through; lookups, directory listings and statfs put every buffer in
 // first. A timer puts a buffer in after Options.GatherDelay, so data is
 // never held back from the background commit for longer than that.
 // Pieces need not continue each other: with many threads the kernel hands
@@ -210,6 +210,16 @@ func (n *node) putLocked() error {
 		g.err = err
 	}
 	return err
+}
+
+// putThrough puts n's gathered bytes in when they would go in through f,
+// which is about to close.
+func (n *node) putThrough(f *btrfs.File) {
+	n.g.mu.Lock()
+	defer n.g.mu.Unlock()
+	if n.g.f == f {
+		_ = n.putLocked()
+	}
 }
 
 // gatheredErr puts n's gathered bytes in and returns, once, the first
